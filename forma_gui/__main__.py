@@ -1,0 +1,3 @@
+from forma_gui.app.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""The shared state of one window: what is open, what is typed, what is selected.
+
+Views never talk to each other directly; they read and write the `Session` and react to
+its signals. That keeps each view testable on its own with a bare Session.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+
+class Session(QObject):
+    """What the window has open. Setting a field emits the matching signal."""
+
+    tokenizer_changed = Signal(object)   # Tokenizer
+    weights_changed = Signal(object)     # WeightFile | None
+    text_changed = Signal(str)           # the Tokenize view's text
+    token_selected = Signal(int)         # a token id picked in any view
+    status_posted = Signal(str)          # a message for the status bar
+    error_raised = Signal(str, str)      # (title, message): one handler shows it
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.tokenizer = None
+        self.weights = None
+        self.text = ""
+        self.path: str | None = None
+
+    def set_tokenizer(self, tokenizer, path: str | None = None) -> None:
+        self.tokenizer = tokenizer
+        if path is not None:
+            self.path = path
+        self.tokenizer_changed.emit(tokenizer)
+
+    def set_weights(self, weights) -> None:
+        old, self.weights = self.weights, weights
+        self.weights_changed.emit(weights)
+        if old is not None and old is not weights:
+            old.close()
+
+    def set_text(self, text: str) -> None:
+        if text != self.text:
+            self.text = text
+            self.text_changed.emit(text)
+
+    def select_token(self, token_id: int) -> None:
+        self.token_selected.emit(token_id)

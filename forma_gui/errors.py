@@ -1,0 +1,35 @@
+"""The one error type the readers raise."""
+from __future__ import annotations
+
+import os
+
+
+class FormatError(ValueError):
+    """A file could not be read: names the file, the byte offset (or line) and what was expected.
+
+    >>> str(FormatError("bad magic", path="m.gguf", offset=0))
+    'm.gguf: at byte 0: bad magic'
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike | None = None,
+                 offset: int | None = None, line: int | None = None) -> None:
+        self.message = message
+        self.path = os.fspath(path) if path is not None else None
+        self.offset = offset
+        self.line = line
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = []
+        if self.path is not None:
+            parts.append(self.path)
+        if self.offset is not None:
+            parts.append(f"at byte {self.offset}")
+        if self.line is not None:
+            parts.append(f"line {self.line}")
+        parts.append(self.message)
+        return ": ".join(parts)
+
+    def with_path(self, path: str | os.PathLike) -> "FormatError":
+        """Return a copy that names `path` (used when a parser ran on bytes, not a file)."""
+        return FormatError(self.message, path=path, offset=self.offset, line=self.line)
