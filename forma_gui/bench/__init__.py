@@ -1,0 +1,49 @@
+"""Benchmarks against the reference libraries, measured in the same run.
+
+Each module here exposes `run(quick: bool) -> list[BenchResult]`; `forma bench` collects them.
+Benchmarks are never unit tests: they print ratios, they do not fail builds.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class BenchResult:
+    """One measured figure, ours beside the peer's, in the same unit."""
+
+    name: str                    # "dequantize Q4_0"
+    ours: float                  # value in `unit`
+    peer: float | None           # the peer's value in `unit`, None if not installed
+    peer_name: str               # "gguf.quants"
+    unit: str                    # "GB/s", "MB/s", "ms"
+    higher_is_better: bool = True
+    target: float | None = None  # required ratio (ours vs peer, oriented so bigger is better)
+    note: str = ""               # what bounded the figure
+
+    @property
+    def ratio(self) -> float | None:
+        """How many times better ours is than the peer (> 1 is better)."""
+        if not self.peer or not self.ours:
+            return None
+        return self.ours / self.peer if self.higher_is_better else self.peer / self.ours
+
+    @property
+    def met(self) -> bool | None:
+        if self.target is None or self.ratio is None:
+            return None
+        return self.ratio >= self.target
+
+
+def median_time(fn: Callable[[], object], *, repeat: int = 5, min_time: float = 0.0) -> float:
+    """Median wall time of `fn()` in seconds over `repeat` runs (after one warm-up)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
