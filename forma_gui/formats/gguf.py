@@ -1,0 +1,418 @@
+"""GGUF reader: header, metadata and tensor infos of a memory-mapped GGUF v2/v3 file.
+
+Layout (all integers in the file's byte order, little-endian unless the version is swapped):
+
+    magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
+    n_kv x      (string key, u32 value type, value)
+    n_tensors x (string name, u32 n_dims, u64 dims[n_dims] innermost first, u32 ggml type,
+                 u64 offset relative to the data section)
+    padding to `general.alignment` (default 32), then the tensor data.
+
+A string is a u64 byte length followed by that many bytes. Strings are decoded as UTF-8 with
+``errors="surrogateescape"``: GGUF vocabularies may hold byte sequences that are not valid
+UTF-8 (partial characters of byte-level BPE), and this keeps every byte;
+``s.encode("utf-8", "surrogateescape")`` gives the stored bytes back exactly.
+
+Every count and length is checked against the bytes left in the file before anything is
+allocated, so a hostile header costs at most a small multiple of the file size. Only
+`FormatError` is raised for bad input. Opening reads the header pages only, never tensor data.
+"""
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import struct
+from typing import Any
+
+import numpy as np
+
+from forma_gui.core.ggml_types import GGML_TYPE_NAMES, GGML_TYPES
+from forma_gui.errors import FormatError
+from forma_gui.formats.tensor_info import TensorInfo
+
+MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+DEFAULT_ALIGNMENT = 32
+MAX_DIMS = 4            # GGML_MAX_DIMS: ggml refuses tensors with more dimensions
+MAX_ARRAY_DEPTH = 16    # arrays of arrays nest this deep at most (real files use 2)
+INT64_MAX = 2**63 - 1   # ggml stores element counts as int64
+
+#: GGUF value type id -> (name, struct code); None for the variable-length types
+VALUE_TYPES: dict[int, tuple[str, str | None]] = {
+    0: ("UINT8", "B"),
+    1: ("INT8", "b"),
+    2: ("UINT16", "H"),
+    3: ("INT16", "h"),
+    4: ("UINT32", "I"),
+    5: ("INT32", "i"),
+    6: ("FLOAT32", "f"),
+    7: ("BOOL", "B"),     # one byte, 0 or 1 (checked)
+    8: ("STRING", None),
+    9: ("ARRAY", None),
+    10: ("UINT64", "Q"),
+    11: ("INT64", "q"),
+    12: ("FLOAT64", "d"),
+}
+STRING, ARRAY, BOOL = 8, 9, 7
+
+#: smallest encoding of one item of each kind, used to bound counts before allocating
+MIN_KV_BYTES = 8 + 4 + 1            # empty key, type, one-byte value
+MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # empty name, n_dims = 0, type, offset
+MIN_ARRAY_BYTES = 4 + 8             # element type, count
+
+
+class _Reader:
+    """A cursor over the header bytes; every read is bounds-checked and names its offset."""
+
+    def __init__(self, buf: Any, path: str, order: str) -> None:
+        self.buf = buf          # mmap (or bytes): supports slicing and struct.unpack_from
+        self.end = len(buf)
+        self.path = path
+        self.order = order      # "<" or ">"
+        self.pos = 0
+        self.structs = {code: struct.Struct(order + code) for _, code in VALUE_TYPES.values()
+                        if code}
+
+    def fail(self, message: str, offset: int | None = None) -> FormatError:
+        return FormatError(message, path=self.path, offset=self.pos if offset is None else offset)
+
+    def need(self, n: int, what: str) -> None:
+        """Refuse to go on unless `n` more bytes exist."""
+        if n < 0 or self.pos + n > self.end:
+            raise self.fail(f"expected {what} ({n} bytes), but only {self.end - self.pos} "
+                            "bytes are left in the file")
+
+    def scalar(self, code: str, what: str) -> Any:
+        s = self.structs[code]
+        self.need(s.size, what)
+        (value,) = s.unpack_from(self.buf, self.pos)
+        self.pos += s.size
+        return value
+
+    def u32(self, what: str) -> int:
+        return self.scalar("I", what)
+
+    def u64(self, what: str) -> int:
+        return self.scalar("Q", what)
+
+    def count(self, what: str, min_item_bytes: int) -> int:
+        """A u64 count, refused if that many items cannot fit in the rest of the file."""
+        start = self.pos
+        n = self.u64(f"{what} count")
+        left = self.end - self.pos
+        if n * min_item_bytes > left:
+            raise self.fail(f"{what} count {n} cannot fit in the {left} bytes left in the file "
+                            f"(each takes at least {min_item_bytes} bytes)", start)
+        return n
+
+    def string(self, what: str) -> str:
+        start = self.pos
+        n = self.u64(f"{what} length")
+        if n > self.end - self.pos:
+            raise self.fail(f"{what} length {n} runs past the end of the file "
+                            f"({self.end - self.pos} bytes left)", start)
+        text = self.buf[self.pos:self.pos + n].decode("utf-8", "surrogateescape")
+        self.pos += n
+        return text
+
+    def value_type(self, what: str) -> int:
+        start = self.pos
+        t = self.u32(what)
+        if t not in VALUE_TYPES:
+            raise self.fail(f"unknown GGUF value type {t} for {what} (expected 0..12)", start)
+        return t
+
+    def value(self, vtype: int, depth: int = 0) -> Any:
+        """One metadata value of type `vtype`, mapped to a Python/numpy value."""
+        if vtype == STRING:
+            return self.string("string")
+        if vtype == ARRAY:
+            return self.array(depth + 1)
+        start = self.pos
+        value = self.scalar(VALUE_TYPES[vtype][1], VALUE_TYPES[vtype][0])
+        if vtype == BOOL:
+            if value > 1:
+                raise self.fail(f"expected a BOOL (0 or 1), found {value}", start)
+            return bool(value)
+        return value
+
+    def array(self, depth: int) -> Any:
+        """An array: numbers -> numpy array (copied), strings -> list[str], arrays -> list."""
+        if depth > MAX_ARRAY_DEPTH:
+            raise self.fail(f"arrays nested deeper than {MAX_ARRAY_DEPTH} levels")
+        etype = self.value_type("array element type")
+        if etype == STRING:
+            return self.string_array(self.count("string array", 8))
+        if etype == ARRAY:
+            n = self.count("array of arrays", MIN_ARRAY_BYTES)
+            return [self.array(depth + 1) for _ in range(n)]
+        code = VALUE_TYPES[etype][1]
+        n = self.count(f"{VALUE_TYPES[etype][0]} array", struct.calcsize(code))
+        return self.number_array(etype, n)
+
+    def number_array(self, etype: int, n: int) -> np.ndarray:
+        start = self.pos
+        code = VALUE_TYPES[etype][1]
+        dtype = np.dtype(self.order + code)
+        out = np.frombuffer(self.buf, dtype=dtype, count=n, offset=self.pos).astype(
+            dtype.newbyteorder("="))  # a small copy in native order; the map is not held
+        self.pos += n * dtype.itemsize
+        if etype == BOOL:
+            if n and out.max() > 1:
+                raise self.fail("expected BOOL array items to be 0 or 1", start)
+            return out.view(np.bool_)
+        return out
+
+    def string_array(self, n: int) -> list[str]:
+        """`n` strings in one tight loop: vocabularies hold 10^5 of them (~0.4 us each).
+
+        (Joining the bytes with numpy and decoding once was measured no faster: building
+        the str objects dominates.) On any bad length, the slow reader names the offset.
+        """
+        buf, pos, end = self.buf, self.pos, self.end
+        unpack = self.structs["Q"].unpack_from
+        out = [""] * n
+        try:
+            for i in range(n):
+                (length,) = unpack(buf, pos)
+                pos += 8
+                stop = pos + length
+                if stop > end:
+                    break
+                out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
+                pos = stop
+            else:
+                self.pos = pos
+                return out
+        except struct.error:
+            pass
+        return self.string_array_reference(n)  # raises FormatError at the bad string
+
+    def string_array_reference(self, n: int) -> list[str]:
+        """Slow readable twin of `string_array` (tests compare them); names bad offsets."""
+        return [self.string(f"string {i} of {n} in the array") for i in range(n)]
+
+
+class GGUFFile:
+    """A GGUF file's header, memory-mapped read-only; tensor data is never read here.
+
+    Attributes: `path`, `version`, `byte_order` ("<" or ">"), `metadata` (key -> value),
+    `metadata_types` (key -> "UINT32", "STRING", "ARRAY[STRING]", ...), `tensors`
+    (list of TensorInfo, numpy-order shapes, absolute offsets), `alignment`,
+    `data_offset`, `file_size`, and `data`, a read-only uint8 view of the whole file.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, read_tensors: bool = True) -> None:
+        self.path = os.fspath(path)
+        self._file = None
+        self._mm: mmap.mmap | None = None
+        try:
+            self._file = open(self.path, "rb")
+        except OSError as e:
+            raise FormatError(f"cannot open: {e.strerror or e}", path=self.path) from e
+        try:
+            self._map()
+            self._parse(read_tensors)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- opening ------------------------------------------------------------------------
+
+    def _map(self) -> None:
+        self.file_size = os.fstat(self._file.fileno()).st_size
+        if self.file_size < 4:
+            raise FormatError("expected the GGUF magic, but the file is shorter than 4 bytes",
+                              path=self.path, offset=0)
+        self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def _parse(self, read_tensors: bool) -> None:
+        r = _Reader(self._mm, self.path, "<")
+        magic = bytes(self._mm[:4])
+        if magic != MAGIC:
+            raise FormatError(f"expected the GGUF magic b'GGUF', found {magic!r}",
+                              path=self.path, offset=0)
+        r.pos = 4
+        r = self._detect_order(r)
+        self.byte_order = r.order
+        r.pos = 8
+        n_tensors = r.count("tensor", MIN_TENSOR_INFO_BYTES)
+        n_kv = r.count("metadata key/value", MIN_KV_BYTES)
+        self.metadata: dict[str, Any] = {}
+        self.metadata_types: dict[str, str] = {}
+        self._read_metadata(r, n_kv)
+        self.alignment = self._alignment(r)
+        self.tensors: list[TensorInfo] = []
+        self.data_offset: int | None = None
+        if read_tensors:
+            self._read_tensor_infos(r, n_tensors)
+
+    def _detect_order(self, r: _Reader) -> _Reader:
+        """Little-endian, or big-endian when the version only makes sense byte-swapped."""
+        version = r.u32("the GGUF version")
+        swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
+        if version not in SUPPORTED_VERSIONS and swapped in SUPPORTED_VERSIONS:
+            r = _Reader(self._mm, self.path, ">")
+            version = swapped
+        if version == 1:
+            raise FormatError("GGUF version 1 is not supported (it predates August 2023); "
+                              "re-convert the model with a current llama.cpp",
+                              path=self.path, offset=4)
+        if version not in SUPPORTED_VERSIONS:
+            raise FormatError(f"unsupported GGUF version {version} (expected 2 or 3)",
+                              path=self.path, offset=4)
+        self.version = version
+        return r
+
+    def _read_metadata(self, r: _Reader, n_kv: int) -> None:
+        for _ in range(n_kv):
+            start = r.pos
+            key = r.string("metadata key")
+            if key in self.metadata:
+                raise r.fail(f"duplicate metadata key {key!r}", start)
+            vtype = r.value_type(f"the value of {key!r}")
+            type_name = VALUE_TYPES[vtype][0]
+            if vtype == ARRAY:
+                type_name = f"ARRAY[{self._peek_element_type(r)}]"
+            self.metadata[key] = r.value(vtype)
+            self.metadata_types[key] = type_name
+
+    @staticmethod
+    def _peek_element_type(r: _Reader) -> str:
+        start = r.pos
+        etype = r.value_type("array element type")
+        r.pos = start
+        return VALUE_TYPES[etype][0]
+
+    def _alignment(self, r: _Reader) -> int:
+        alignment = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+        if "general.alignment" in self.metadata and self.metadata_types["general.alignment"] != "UINT32":
+            raise FormatError("expected general.alignment to be a UINT32, found "
+                              f"{self.metadata_types['general.alignment']}", path=self.path)
+        if alignment <= 0 or alignment & (alignment - 1):
+            raise FormatError(f"general.alignment must be a non-zero power of two, "
+                              f"found {alignment}", path=self.path)
+        return alignment
+
+    # -- tensor infos -------------------------------------------------------------------
+
+    def _read_tensor_infos(self, r: _Reader, n_tensors: int) -> None:
+        raw = [self._tensor_info(r) for _ in range(n_tensors)]  # (start, name, shape, dtype, rel)
+        self.data_offset = _align(r.pos, self.alignment)
+        seen: set[str] = set()
+        for start, name, shape, dtype, rel in raw:
+            if name in seen:
+                raise FormatError(f"duplicate tensor name {name!r}", path=self.path, offset=start)
+            seen.add(name)
+            self.tensors.append(self._place(start, name, shape, dtype, rel))
+        self._check_overlaps(raw)
+
+    def _tensor_info(self, r: _Reader) -> tuple[int, str, tuple[int, ...], str, int]:
+        start = r.pos
+        name = r.string("tensor name")
+        n_dims = r.u32(f"the dimension count of {name!r}")
+        if n_dims > MAX_DIMS:
+            raise r.fail(f"tensor {name!r} has {n_dims} dimensions (ggml allows at most "
+                         f"{MAX_DIMS})", r.pos - 4)
+        dims_at = r.pos
+        dims = tuple(r.u64(f"dimension {i} of {name!r}") for i in range(n_dims))
+        type_at = r.pos
+        type_id = r.u32(f"the type of {name!r}")
+        dtype = GGML_TYPE_NAMES.get(type_id)
+        if dtype is None:
+            raise r.fail(f"tensor {name!r} has unknown GGML type id {type_id}", type_at)
+        rel = r.u64(f"the data offset of {name!r}")
+        self._check_dims(name, dims, dtype, dims_at)
+        if rel % self.alignment:
+            raise r.fail(f"tensor {name!r} data offset {rel} is not a multiple of the "
+                         f"alignment {self.alignment}", r.pos - 8)
+        return start, name, tuple(reversed(dims)), dtype, rel
+
+    def _check_dims(self, name: str, dims: tuple[int, ...], dtype: str, at: int) -> None:
+        """Dims fit in int64 with their product, and rows hold whole blocks."""
+        if any(d > INT64_MAX for d in dims) or math.prod(dims) > INT64_MAX:
+            raise FormatError(f"dimensions {list(dims)} of {name!r} overflow int64",
+                              path=self.path, offset=at)
+        block = GGML_TYPES[dtype].block_size
+        if dims and dims[0] % block:
+            raise FormatError(f"tensor {name!r}: row length {dims[0]} is not a multiple of the "
+                              f"{dtype} block size {block}", path=self.path, offset=at)
+
+    def _place(self, start: int, name: str, shape: tuple[int, ...], dtype: str,
+               rel: int) -> TensorInfo:
+        t = GGML_TYPES[dtype]
+        nbytes = math.prod(shape) // t.block_size * t.type_size
+        offset = self.data_offset + rel
+        if offset + nbytes > self.file_size:
+            raise FormatError(f"tensor {name!r} ({nbytes} bytes at data offset {rel}) ends at "
+                              f"byte {offset + nbytes}, past the end of the file "
+                              f"({self.file_size} bytes)", path=self.path, offset=start)
+        return TensorInfo(name, shape, dtype, offset, nbytes, self.path)
+
+    def _check_overlaps(self, raw: list[tuple[int, str, tuple[int, ...], str, int]]) -> None:
+        starts = {info.name: start for (start, *_), info in zip(raw, self.tensors)}
+        ordered = sorted(self.tensors, key=lambda t: (t.offset, t.nbytes))
+        for prev, cur in zip(ordered, ordered[1:]):
+            if cur.offset < prev.end and cur.nbytes and prev.nbytes:
+                raise FormatError(f"tensor {cur.name!r} (bytes {cur.offset}..{cur.end}) overlaps "
+                                  f"{prev.name!r} (bytes {prev.offset}..{prev.end})",
+                                  path=self.path, offset=starts[cur.name])
+
+    # -- data access --------------------------------------------------------------------
+
+    @property
+    def data(self) -> np.ndarray:
+        """The whole file as a read-only uint8 array (a view of the map, nothing is read)."""
+        if self._mm is None:
+            raise FormatError("the file is closed", path=self.path)
+        return np.frombuffer(self._mm, dtype=np.uint8)
+
+    def check_size(self) -> None:
+        """FormatError if the file shrank since it was opened (reading it would crash)."""
+        if self._file is None:
+            raise FormatError("the file is closed", path=self.path)
+        try:
+            size = os.fstat(self._file.fileno()).st_size
+        except OSError as e:
+            raise FormatError(f"cannot stat: {e.strerror or e}", path=self.path) from e
+        if size < self.file_size:
+            raise FormatError(f"the file shrank from {self.file_size} to {size} bytes while "
+                              "open; reopen it", path=self.path, offset=size)
+
+    def tensor(self, name: str) -> TensorInfo:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def close(self) -> None:
+        """Release the map and the file; views already handed out keep the map alive."""
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # numpy views still point into it; it is unmapped when they go
+            self._mm = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> GGUFFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"GGUFFile({self.path!r}, version={self.version}, "
+                f"{len(self.metadata)} keys, {len(self.tensors)} tensors)")
+
+
+def _align(offset: int, alignment: int) -> int:
+    """Round `offset` up to a multiple of `alignment`.
+
+    >>> _align(33, 32), _align(64, 32)
+    (64, 64)
+    """
+    return -(-offset // alignment) * alignment
