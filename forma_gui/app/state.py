@@ -15,6 +15,7 @@ class Session(QObject):
     weights_changed = Signal(object)     # WeightFile | None
     text_changed = Signal(str)           # the Tokenize view's text
     token_selected = Signal(int)         # a token id picked in any view
+    tensor_selected = Signal(str)        # a tensor name picked in any view
     status_posted = Signal(str)          # a message for the status bar
     error_raised = Signal(str, str)      # (title, message): one handler shows it
 
@@ -24,6 +25,7 @@ class Session(QObject):
         self.weights = None
         self.text = ""
         self.path: str | None = None
+        self.tensor: str | None = None   # name of the selected tensor
 
     def set_tokenizer(self, tokenizer, path: str | None = None) -> None:
         self.tokenizer = tokenizer
@@ -33,6 +35,7 @@ class Session(QObject):
 
     def set_weights(self, weights) -> None:
         old, self.weights = self.weights, weights
+        self.tensor = None  # a name from the old file means nothing in the new one
         self.weights_changed.emit(weights)
         if old is not None and old is not weights:
             old.close()
@@ -44,3 +47,9 @@ class Session(QObject):
 
     def select_token(self, token_id: int) -> None:
         self.token_selected.emit(token_id)
+
+    def select_tensor(self, name: str) -> None:
+        """Make `name` the selected tensor of every tensor view (emitted only on change)."""
+        if name != self.tensor:
+            self.tensor = name
+            self.tensor_selected.emit(name)
