@@ -25,6 +25,7 @@ class Session(QObject):
         self.weights = None
         self.text = ""
         self.path: str | None = None
+        self.selected_token: int | None = None  # last id passed to select_token
         self.tensor: str | None = None   # name of the selected tensor
 
     def set_tokenizer(self, tokenizer, path: str | None = None) -> None:
@@ -46,6 +47,7 @@ class Session(QObject):
             self.text_changed.emit(text)
 
     def select_token(self, token_id: int) -> None:
+        self.selected_token = token_id
         self.token_selected.emit(token_id)
 
     def select_tensor(self, name: str) -> None:
