@@ -198,9 +198,17 @@ class GGUFFile:
     """A GGUF file's header, memory-mapped read-only; tensor data is never read here.
 
     Attributes: `path`, `version`, `byte_order` ("<" or ">"), `metadata` (key -> value),
-    `metadata_types` (key -> "UINT32", "STRING", "ARRAY[STRING]", ...), `tensors`
-    (list of TensorInfo, numpy-order shapes, absolute offsets), `alignment`,
-    `data_offset`, `file_size`, and `data`, a read-only uint8 view of the whole file.
+    `metadata_types` (key -> "UINT32", "STRING", "ARRAY[STRING]", ...), `metadata_offsets`
+    (key -> byte offset of its record), `tensors` (list of TensorInfo, numpy-order shapes,
+    absolute offsets), `alignment`, `data_offset`, `file_size`, and `data`, a read-only
+    uint8 view of the whole file. Values: integers -> int, floats -> float, BOOL -> bool,
+    STRING -> str (surrogateescape, see the module docstring), arrays of numbers -> numpy
+    arrays (native byte order, copied), arrays of strings -> list[str], arrays of arrays ->
+    list. `read_tensors=False` stops after the metadata (tokenizers need nothing more).
+
+    >>> with GGUFFile(path) as g:                                      # doctest: +SKIP
+    ...     g.metadata["tokenizer.ggml.model"], g.tensors[0].dtype
+    ('gpt2', 'Q8_0')
     """
 
     def __init__(self, path: str | os.PathLike, *, read_tensors: bool = True) -> None:
@@ -241,8 +249,9 @@ class GGUFFile:
         n_kv = r.count("metadata key/value", MIN_KV_BYTES)
         self.metadata: dict[str, Any] = {}
         self.metadata_types: dict[str, str] = {}
+        self.metadata_offsets: dict[str, int] = {}  # key -> offset of its key/value record
         self._read_metadata(r, n_kv)
-        self.alignment = self._alignment(r)
+        self.alignment = self._alignment()
         self.tensors: list[TensorInfo] = []
         self.data_offset: int | None = None
         if read_tensors:
@@ -275,6 +284,7 @@ class GGUFFile:
             type_name = VALUE_TYPES[vtype][0]
             if vtype == ARRAY:
                 type_name = f"ARRAY[{self._peek_element_type(r)}]"
+            self.metadata_offsets[key] = start
             self.metadata[key] = r.value(vtype)
             self.metadata_types[key] = type_name
 
@@ -285,14 +295,18 @@ class GGUFFile:
         r.pos = start
         return VALUE_TYPES[etype][0]
 
-    def _alignment(self, r: _Reader) -> int:
-        alignment = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-        if "general.alignment" in self.metadata and self.metadata_types["general.alignment"] != "UINT32":
-            raise FormatError("expected general.alignment to be a UINT32, found "
-                              f"{self.metadata_types['general.alignment']}", path=self.path)
-        if alignment <= 0 or alignment & (alignment - 1):
-            raise FormatError(f"general.alignment must be a non-zero power of two, "
-                              f"found {alignment}", path=self.path)
+    def _alignment(self) -> int:
+        """`general.alignment`: a UINT32 power of two (default 32)."""
+        key = "general.alignment"
+        if key not in self.metadata:
+            return DEFAULT_ALIGNMENT
+        alignment, at = self.metadata[key], self.metadata_offsets[key]
+        if self.metadata_types[key] != "UINT32":
+            raise FormatError(f"expected {key} to be a UINT32, found {self.metadata_types[key]}",
+                              path=self.path, offset=at)
+        if alignment == 0 or alignment & (alignment - 1):
+            raise FormatError(f"expected {key} to be a non-zero power of two, found "
+                              f"{alignment}", path=self.path, offset=at)
         return alignment
 
     # -- tensor infos -------------------------------------------------------------------
