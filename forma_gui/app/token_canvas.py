@@ -1,0 +1,543 @@
+"""The segmentation rendering: tokens drawn as coloured chips, laid out lazily.
+
+A million-token document must neither build a million widgets nor freeze while it is
+laid out. So the canvas paints chips itself (QAbstractScrollArea.paintEvent), lays them
+out in slices of a few milliseconds on a zero-timer, and keeps only flat arrays: per item
+its first token, x and width; per line its first item. Every line has the same height, so
+line ``l`` sits at ``y = TOP + l * line_height`` and painting touches only visible lines.
+
+An *item* is one token, or a *group*: a run of tokens whose character spans overlap
+because they split one character's UTF-8 bytes (GPT-2 byte pieces, SentencePiece
+``<0xE2><0x82><0xAC>``). A group is drawn as one frame holding the character, then its
+parts; each part is marked partial (dashed edge) and labelled with its bytes in hex,
+never with a bare U+FFFD.
+"""
+from __future__ import annotations
+
+import unicodedata
+from array import array
+from bisect import bisect_right
+from time import perf_counter
+
+from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QFontMetricsF, QPainter, QPen
+from PySide6.QtWidgets import QAbstractScrollArea, QToolTip
+
+from forma_gui.app.palette import HUES, border_color, token_color, too_close
+
+MARGIN = 8.0          # left/right/top margin of the canvas
+HPAD = 3.0            # horizontal padding inside a chip
+VPAD = 2.0            # vertical padding inside a chip
+GAP = 2.0             # between chips
+LINE_GAP = 5.0        # between lines
+GROUP_PAD = 3.0       # inside a group frame
+RUN_GAP = 3.0         # between the text and the hex part of a partial token's label
+SLICE_SECONDS = 0.008  # layout work per event-loop turn
+MAX_NEWLINES = 2      # line breaks drawn for one token (a run of blank lines collapses)
+
+#: whitespace made visible; control characters are always shown as their pictures
+VISIBLE_WS = {ord(" "): "·", ord("\t"): "⇥", ord("\n"): "↵"}
+PLAIN_WS = {ord("\t"): "    ", ord("\n"): ""}
+CONTROL_PICTURES = {c: chr(0x2400 + c) for c in range(32) if c not in (9, 10)}
+CONTROL_PICTURES[0x7F] = "␡"
+#: invisible format characters that matter in tokenization, shown by name
+INVISIBLE = {0x200D: "ZWJ", 0x200C: "ZWNJ", 0x200B: "ZWSP", 0xFE0F: "VS16", 0xFE0E: "VS15",
+             0xFEFF: "BOM", 0x00AD: "SHY", 0x2060: "WJ"}
+SHOWN = CONTROL_PICTURES | INVISIBLE
+
+
+def utf8_runs(data: bytes) -> list[tuple[str, bool]]:
+    """Split bytes into (text, False) runs of valid UTF-8 and (hex, True) runs of the rest.
+
+    >>> utf8_runs(" \xd0\xbe\xd0".encode("latin-1"))
+    [(' о', False), ('D0', True)]
+    """
+    runs: list[tuple[str, bool]] = []
+    i = 0
+    while i < len(data):
+        try:
+            runs.append((data[i:].decode("utf-8"), False))
+            break
+        except UnicodeDecodeError as e:
+            if e.start:
+                runs.append((data[i:i + e.start].decode("utf-8"), False))
+            runs.append((hex_bytes(data[i + e.start:i + e.end]), True))
+            i += e.end
+    merged: list[tuple[str, bool]] = []
+    for text, is_hex in runs:  # an invalid sequence can be reported in pieces
+        if merged and is_hex and merged[-1][1]:
+            merged[-1] = (merged[-1][0] + " " + text, True)
+        else:
+            merged.append((text, is_hex))
+    return merged
+
+
+def hex_bytes(data: bytes) -> str:
+    """Bytes as spaced hex.
+
+    >>> hex_bytes(b"\\xe2\\x82")
+    'E2 82'
+    """
+    return data.hex(" ").upper()
+
+
+class TokenCanvas(QAbstractScrollArea):
+    """Paints a segmentation; emits ``token_clicked(index)`` for a click on a chip."""
+
+    token_clicked = Signal(int)
+    layout_finished = Signal()
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setObjectName("tokenView")
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.viewport().setMouseTracking(False)
+        self.setFocusPolicy(Qt.StrongFocus)
+        self.text = ""
+        self.tokens: list = []
+        self.as_stored = False
+        self.visible_ws = False
+        self.show_ids = False
+        self.selected: int | None = None
+        self.highlight_id: int | None = None
+        self._timer = QTimer(self, singleShot=True, interval=0, timeout=self._layout_slice)
+        self._set_fonts()
+        self._reset_layout()
+
+    # ---- public API -----------------------------------------------------------------
+    def set_segmentation(self, text: str, tokens: list) -> None:
+        """Show `tokens` (a list of Token) of `text`; layout proceeds in the background."""
+        self.text, self.tokens = text, tokens
+        self.selected = None
+        self._reset_layout()
+
+    def set_options(self, *, as_stored: bool | None = None, visible_ws: bool | None = None,
+                    show_ids: bool | None = None) -> None:
+        """Change the rendering toggles; re-lays out, keeping the top token in view."""
+        if as_stored is not None:
+            self.as_stored = as_stored
+        if visible_ws is not None:
+            self.visible_ws = visible_ws
+        if show_ids is not None:
+            self.show_ids = show_ids
+        self._set_fonts()
+        self._reset_layout(keep_anchor=True)
+
+    def set_selected(self, index: int | None, *, scroll: bool = True) -> None:
+        self.selected = index
+        if scroll and index is not None:
+            self.scroll_to_token(index)
+        self.viewport().update()
+
+    def set_highlight_id(self, token_id: int | None) -> None:
+        """Outline every occurrence of `token_id` (a token picked in another view)."""
+        self.highlight_id = token_id
+        self.viewport().update()
+
+    @property
+    def laid_out(self) -> bool:
+        """Whether every token has a place yet."""
+        return self._next_token >= len(self.tokens)
+
+    @property
+    def line_count(self) -> int:
+        return len(self._line_item)
+
+    def runs(self, k: int) -> tuple[tuple[str, bool], ...]:
+        """What token k's chip shows: (text, is_hex) runs under the current toggles."""
+        tok = self.tokens[k]
+        if tok.special:
+            return ((tok.piece, False),)
+        if self.as_stored:
+            return ((tok.piece.translate(SHOWN), False),)
+        if tok.partial:  # the valid part as text, the character fragment as hex, never U+FFFD
+            return tuple((t if is_hex else self._show_text(t), is_hex) for t, is_hex in utf8_runs(tok.data))
+        return ((self._show_text(self.text[tok.start:tok.end]), False),)
+
+    def label(self, k: int) -> str:
+        """Token k's chip text as one string (hex runs set off by spaces)."""
+        return " ".join(text for text, _ in self.runs(k)) if self.tokens[k].partial else self.runs(k)[0][0]
+
+    def token_at(self, pos: QPointF) -> int | None:
+        """The token index under a viewport position, or None."""
+        hit = self._item_at(pos)
+        if hit is None:
+            return None
+        item, x = hit
+        first, last = self._item_tokens(item)
+        if last - first == 1:
+            return first
+        for k, (px, pw) in zip(range(first, last), self._part_boxes(item)):
+            if x < px + pw + GAP / 2:
+                return k
+        return last - 1
+
+    def token_rect(self, k: int) -> QRectF | None:
+        """Token k's chip in viewport coordinates (None if not laid out yet)."""
+        item = self._item_of_token(k)
+        if item is None:
+            return None
+        line = bisect_right(self._line_item, item) - 1
+        y = MARGIN + line * self._line_h - self.verticalScrollBar().value()
+        first, last = self._item_tokens(item)
+        if last - first == 1:
+            return QRectF(self._item_x[item], y, self._item_w[item], self._chip_h)
+        px, pw = self._part_boxes(item)[k - first]
+        return QRectF(px, y + GROUP_PAD, pw, self._chip_h - 2 * GROUP_PAD)
+
+    def scroll_to_token(self, k: int) -> None:
+        """Scroll so token k is visible (deferred until it has been laid out)."""
+        if self._item_of_token(k) is None:
+            self._anchor = k
+            return
+        rect = self.token_rect(k)
+        bar = self.verticalScrollBar()
+        if rect.top() < 0 or rect.bottom() > self.viewport().height():
+            bar.setValue(int(bar.value() + rect.top() - self.viewport().height() / 3))
+
+    def first_visible_token(self) -> int:
+        if not self._item_first:
+            return 0
+        line = max(0, int((self.verticalScrollBar().value() - MARGIN) // self._line_h))
+        line = min(line, len(self._line_item) - 1)
+        item = min(self._line_item[line], len(self._item_first) - 1)
+        return self._item_first[item]
+
+    # ---- layout -----------------------------------------------------------------------
+    def _set_fonts(self) -> None:
+        base = QFont(self.font())
+        base.setPointSizeF(max(base.pointSizeF(), 9.0) + 1.5)
+        self._font = base
+        self._bold = QFont(base)
+        self._bold.setBold(True)
+        self._small = QFont(self.font())
+        self._small.setPointSizeF(max(self.font().pointSizeF() - 1.5, 7.0))
+        self._fm = QFontMetricsF(self._font)
+        self._fm_bold = QFontMetricsF(self._bold)
+        self._fm_small = QFontMetricsF(self._small)
+        self._hex = QFontDatabase.systemFont(QFontDatabase.FixedFont)
+        self._hex.setPointSizeF(base.pointSizeF() - 2.0)
+        self._fm_hex = QFontMetricsF(self._hex)
+        self._chip_h = self._fm.height() + 2 * VPAD + 2 * GROUP_PAD
+        self._id_h = self._fm_small.height() if self.show_ids else 0.0
+        self._line_h = self._chip_h + self._id_h + LINE_GAP
+        self._widths: dict[str, float] = {}
+        self._small_widths: dict[str, float] = {}
+        self._dark = self.palette().base().color().lightnessF() < 0.5
+
+    def _reset_layout(self, keep_anchor: bool = False) -> None:
+        anchor = self.first_visible_token() if keep_anchor and self.tokens else None
+        self._item_first = array("i")   # first token of each item
+        self._item_x = array("d")
+        self._item_w = array("d")
+        self._line_item = array("i", [0])  # first item of each line
+        self._slot = bytearray()        # hue slot per token
+        self._shade = bytearray()       # 0/1 lightness per token
+        self._next_token = 0
+        self._x = MARGIN
+        self._avail = max(self.viewport().width() - 2 * MARGIN, 40.0)
+        self._anchor = anchor
+        self.verticalScrollBar().setValue(0)
+        self._timer.start()
+        self.viewport().update()
+
+    def _layout_slice(self) -> None:
+        """Lay out tokens for a few milliseconds; reschedules itself until done."""
+        start = perf_counter()
+        tokens, n = self.tokens, len(self.tokens)
+        k = self._next_token
+        while k < n:
+            k = self._place_item(k, tokens, n)
+            if not (len(self._item_first) & 127) and perf_counter() - start > SLICE_SECONDS:
+                break
+        self._next_token = k
+        self._update_scrollbar()
+        if k < n:
+            self._timer.start()
+        else:
+            self.layout_finished.emit()
+        if self._anchor is not None and self._item_of_token(self._anchor) is not None:
+            anchor, self._anchor = self._anchor, None
+            self.scroll_to_token(anchor)
+        self.viewport().update()
+
+    def _place_item(self, k: int, tokens: list, n: int) -> int:
+        """Place the item starting at token k; returns the first token after it."""
+        j, end = k + 1, tokens[k].end
+        while j < n and tokens[j].start < end:  # overlapping spans: one character split
+            end = max(end, tokens[j].end)
+            j += 1
+        self._colour(k, j, tokens)
+        w = self._item_width(k, j) if j - k == 1 else self._group_width(k, j)
+        w = min(w, self._avail)
+        if self._x > MARGIN and self._x + w > MARGIN + self._avail:
+            self._new_line()
+        self._item_first.append(k)
+        self._item_x.append(self._x)
+        self._item_w.append(w)
+        self._x += w + GAP
+        newlines = self.text.count("\n", tokens[k].start, end)
+        for _ in range(min(newlines, MAX_NEWLINES)):
+            self._new_line()
+        return j
+
+    def _new_line(self) -> None:
+        self._line_item.append(len(self._item_first))
+        self._x = MARGIN
+
+    def _colour(self, k: int, j: int, tokens: list) -> None:
+        """Hue slot per token from its id; alternate the shade when the neighbour is close."""
+        for i in range(k, j):
+            h = (tokens[i].id * 0x9E3779B1) & 0xFFFFFFFF
+            slot = (h ^ (h >> 16)) % len(HUES)
+            shade = 0
+            if i and too_close(slot, self._slot[i - 1]):
+                shade = 1 - self._shade[i - 1]
+            self._slot.append(slot)
+            self._shade.append(shade)
+
+    def _item_width(self, k: int, j: int) -> float:
+        """Width of token k's chip (j is k + 1; the signature matches _group_width)."""
+        w = self._runs_width(self.runs(k), self.tokens[k].special)
+        w = max(w, 6.0) + 2 * HPAD
+        if self.show_ids:
+            w = max(w, self._small_width(str(self.tokens[k].id)) + 2 * HPAD)
+        return w
+
+    def _group_width(self, k: int, j: int) -> float:
+        char_w = self._fm_bold.horizontalAdvance(self._group_char(k, j))
+        parts = sum(self._item_width(i, i + 1) for i in range(k, j))
+        return 2 * GROUP_PAD + char_w + GAP * 2 + parts + GAP * (j - k - 1)
+
+    def _runs_width(self, runs: tuple, special: bool) -> float:
+        key = (runs, special)
+        w = self._widths.get(key)
+        if w is None:
+            fm = self._fm_bold if special else self._fm
+            w = sum((self._fm_hex if is_hex else fm).horizontalAdvance(text) for text, is_hex in runs)
+            w = self._widths[key] = w + RUN_GAP * (len(runs) - 1)
+        return w
+
+    def _small_width(self, s: str) -> float:
+        w = self._small_widths.get(s)
+        if w is None:
+            w = self._small_widths[s] = self._fm_small.horizontalAdvance(s)
+        return w
+
+    def _group_char(self, k: int, j: int) -> str:
+        """The character(s) a group of partial tokens spells, made visible."""
+        start = min(self.tokens[i].start for i in range(k, j))
+        end = max(self.tokens[i].end for i in range(k, j))
+        raw = self.text[start:end]
+        if len(raw) == 1 and ord(raw) not in SHOWN and raw not in " \t\n":
+            category = unicodedata.category(raw)
+            if category.startswith("M"):
+                return "\u25cc" + raw  # a combining mark on a dotted circle
+            if category.startswith(("Z", "C")):
+                return f"U+{ord(raw):04X}"
+        return self._show_text(raw)
+
+    def _show_text(self, s: str) -> str:
+        s = s.translate(VISIBLE_WS if self.visible_ws else PLAIN_WS)
+        return s.translate(SHOWN)
+
+    def _update_scrollbar(self) -> None:
+        total = 2 * MARGIN + len(self._line_item) * self._line_h
+        bar = self.verticalScrollBar()
+        bar.setRange(0, max(0, int(total - self.viewport().height())))
+        bar.setPageStep(self.viewport().height())
+        bar.setSingleStep(int(self._line_h))
+
+    # ---- geometry lookups -------------------------------------------------------------
+    def _item_tokens(self, item: int) -> tuple[int, int]:
+        first = self._item_first[item]
+        last = self._item_first[item + 1] if item + 1 < len(self._item_first) else self._next_token
+        return first, last
+
+    def _item_of_token(self, k: int) -> int | None:
+        if k >= self._next_token or not self._item_first:
+            return None
+        return bisect_right(self._item_first, k) - 1
+
+    def _line_items(self, line: int) -> range:
+        end = self._line_item[line + 1] if line + 1 < len(self._line_item) else len(self._item_first)
+        return range(self._line_item[line], end)
+
+    def _part_boxes(self, item: int) -> list[tuple[float, float]]:
+        """(x, width) of each part chip inside a group frame."""
+        first, last = self._item_tokens(item)
+        x = self._item_x[item] + GROUP_PAD + self._fm_bold.horizontalAdvance(
+            self._group_char(first, last)) + 2 * GAP
+        boxes = []
+        for k in range(first, last):
+            w = self._item_width(k, k + 1)
+            boxes.append((x, w))
+            x += w + GAP
+        return boxes
+
+    def _item_at(self, pos: QPointF) -> tuple[int, float] | None:
+        y = pos.y() + self.verticalScrollBar().value() - MARGIN
+        line = int(y // self._line_h)
+        if y < 0 or line >= len(self._line_item) or y - line * self._line_h > self._chip_h:
+            return None
+        for item in self._line_items(line):
+            x0 = self._item_x[item]
+            if x0 <= pos.x() <= x0 + self._item_w[item]:
+                return item, pos.x()
+        return None
+
+    # ---- painting ---------------------------------------------------------------------
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
+        p = QPainter(self.viewport())
+        p.setRenderHint(QPainter.Antialiasing)
+        p.fillRect(self.viewport().rect(), self.palette().base())
+        top = self.verticalScrollBar().value()
+        first = max(0, int((top - MARGIN) // self._line_h))
+        last = min(len(self._line_item) - 1, int((top + self.viewport().height()) // self._line_h))
+        for line in range(first, last + 1):
+            y = MARGIN + line * self._line_h - top
+            for item in self._line_items(line):
+                self._paint_item(p, item, y)
+        if not self.laid_out and last >= len(self._line_item) - 1:
+            self._paint_note(p, "laying out…")
+        p.end()
+
+    def _paint_note(self, p: QPainter, text: str) -> None:
+        p.setPen(self.palette().placeholderText().color())
+        p.setFont(self._small)
+        r = self.viewport().rect().adjusted(int(MARGIN), 0, -int(MARGIN), -4)
+        p.drawText(r, Qt.AlignRight | Qt.AlignBottom, text)
+
+    def _paint_item(self, p: QPainter, item: int, y: float) -> None:
+        first, last = self._item_tokens(item)
+        x, w = self._item_x[item], self._item_w[item]
+        if last - first == 1:
+            self._paint_chip(p, first, QRectF(x, y, w, self._chip_h))
+            return
+        frame = QRectF(x, y, w, self._chip_h)
+        p.setPen(QPen(self.palette().mid().color(), 1.0))
+        p.setBrush(Qt.NoBrush)
+        p.drawRoundedRect(frame.adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
+        p.setFont(self._bold)
+        p.setPen(self.palette().text().color())
+        char_rect = QRectF(x + GROUP_PAD, y, w, self._chip_h)
+        p.drawText(char_rect, Qt.AlignLeft | Qt.AlignVCenter, self._group_char(first, last))
+        for k, (px, pw) in zip(range(first, last), self._part_boxes(item)):
+            self._paint_chip(p, k, QRectF(px, y + GROUP_PAD, pw, self._chip_h - 2 * GROUP_PAD),
+                             id_y=y + self._chip_h)
+
+    def _paint_chip(self, p: QPainter, k: int, rect: QRectF, id_y: float | None = None) -> None:
+        tok = self.tokens[k]
+        theme = "dark" if self._dark else "light"
+        slot = self._slot[k]
+        if tok.special:
+            p.setBrush(self.palette().text().color())
+            p.setPen(Qt.NoPen)
+        else:
+            p.setBrush(token_color(slot, self._shade[k], theme))
+            p.setPen(QPen(border_color(slot, theme), 1.2, Qt.DashLine) if tok.partial else Qt.NoPen)
+        chip = rect if id_y is not None else rect.adjusted(0, GROUP_PAD, 0, -GROUP_PAD)
+        p.drawRoundedRect(chip.adjusted(0.6, 0.6, -0.6, -0.6), 3, 3)
+        if k == self.selected or tok.id == self.highlight_id:
+            outline = self.palette().highlight().color() if k == self.selected else self.palette().text().color()
+            p.setPen(QPen(outline, 2.0 if k == self.selected else 1.4))
+            p.setBrush(Qt.NoBrush)
+            p.drawRoundedRect(chip.adjusted(-0.5, -0.5, 0.5, 0.5), 3, 3)
+        self._paint_label(p, k, tok, chip)
+        if self.show_ids:
+            p.setFont(self._small)
+            p.setPen(self.palette().placeholderText().color())
+            ids = QRectF(chip.left(), (id_y if id_y is not None else chip.bottom() + GROUP_PAD),
+                         chip.width(), self._id_h)
+            p.drawText(ids, Qt.AlignHCenter | Qt.AlignTop, str(tok.id))
+
+    def _paint_label(self, p: QPainter, k: int, tok, chip: QRectF) -> None:
+        runs = self.runs(k)
+        text_color = QColor("#f2f2f2") if self._dark else QColor("#1b1b1f")
+        hex_color = QColor("#d0d0d8") if self._dark else QColor("#3a3a48")
+        font = self._bold if tok.special else self._font
+        if tok.special:
+            text_color = self.palette().base().color()
+        inner = chip.adjusted(HPAD, 0, -HPAD, 0)
+        total = self._runs_width(runs, tok.special)
+        if len(runs) == 1 and not runs[0][1] and total > inner.width() + 0.5:
+            fm = self._fm_bold if tok.special else self._fm
+            runs = ((fm.elidedText(runs[0][0], Qt.ElideRight, inner.width()), False),)
+            total = inner.width()
+        x = inner.left() + max(0.0, (inner.width() - total) / 2)
+        p.save()
+        p.setClipRect(chip)
+        for text, is_hex in runs:
+            p.setFont(self._hex if is_hex else font)
+            p.setPen(hex_color if is_hex else text_color)
+            fm = self._fm_hex if is_hex else (self._fm_bold if tok.special else self._fm)
+            width = fm.horizontalAdvance(text)
+            p.drawText(QRectF(x, inner.top(), width + 1, inner.height()),
+                       Qt.AlignLeft | Qt.AlignVCenter | Qt.TextDontClip, text)
+            x += width + RUN_GAP
+        p.restore()
+
+    # ---- events -----------------------------------------------------------------------
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        avail = max(self.viewport().width() - 2 * MARGIN, 40.0)
+        if abs(avail - self._avail) > 0.5:
+            self._reset_layout(keep_anchor=True)
+        else:
+            self._update_scrollbar()
+
+    def changeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().changeEvent(event)
+        if event.type() in (event.Type.FontChange, event.Type.PaletteChange):
+            self._set_fonts()
+            self._reset_layout(keep_anchor=True)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt override
+        k = self.token_at(event.position())
+        if k is not None and event.button() == Qt.LeftButton:
+            self.set_selected(k, scroll=False)
+            self.token_clicked.emit(k)
+        super().mousePressEvent(event)
+
+    def viewportEvent(self, event) -> bool:  # noqa: N802 - Qt override
+        if event.type() == event.Type.ToolTip:
+            k = self.token_at(QPointF(event.pos()))
+            if k is None:
+                QToolTip.hideText()
+            else:
+                QToolTip.showText(event.globalPos(), self.tooltip(k), self.viewport())
+            return True
+        return super().viewportEvent(event)
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802 - Qt override
+        step = {Qt.Key_Left: -1, Qt.Key_Right: 1}.get(event.key())
+        if step is None or not self.tokens:
+            super().keyPressEvent(event)
+            return
+        k = 0 if self.selected is None else min(max(self.selected + step, 0), len(self.tokens) - 1)
+        self.set_selected(k)
+        self.token_clicked.emit(k)
+
+    def tooltip(self, k: int) -> str:
+        """Id, piece, bytes in hex and character span of token k (rich text)."""
+        tok = self.tokens[k]
+        esc = _html_escape
+        rows = [f"<b>#{k}</b> &nbsp; id <b>{tok.id}</b>",
+                f"piece <code>{esc(tok.piece)}</code>",
+                f"bytes <code>{hex_bytes(tok.data) or '—'}</code>",
+                f"chars {tok.start}–{tok.end}" + (f" &nbsp; <code>{esc(self.text[tok.start:tok.end])}</code>"
+                                                   if tok.end - tok.start <= 40 else "")]
+        span = self.text[tok.start:tok.end]
+        if len(span) <= 4:
+            rows.append(" ".join(f"U+{ord(c):04X}" for c in span)
+                        + (f" {esc(unicodedata.name(span, ''))}" if len(span) == 1 else ""))
+        if tok.partial:
+            rows.append("<i>partial: these bytes are only part of a UTF-8 character</i>")
+        if tok.special:
+            rows.append("<i>special token</i>")
+        return "<br>".join(rows)
+
+
+def _html_escape(s: str) -> str:
+    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .translate(CONTROL_PICTURES))

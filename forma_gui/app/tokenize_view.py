@@ -1,0 +1,620 @@
+"""The Tokenize view: type text, watch it split into tokens, live.
+
+Layout: a toolbar (toggles and counts) over a splitter holding the input editor
+(`tokenInput`), the chip rendering (`tokenView`, see token_canvas) and the token table
+(`tokenTable`); on the right, the selected token's details, its merge steps and (if that
+view exists) the embedding row of the selected token.
+
+Re-tokenization is debounced. Small inputs are encoded inline (a few ms); large ones go
+to a LatestRunner, so a 1 MB paste never blocks the window and only the newest text's
+result is ever shown. Every encode goes through `TokenizeView._tokenize`.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from bisect import bisect_right
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSize, Qt, QTimer
+from PySide6.QtGui import QFont, QFontDatabase, QPainter, QPen, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel,
+                               QPlainTextEdit, QSizePolicy, QSplitter, QStyledItemDelegate,
+                               QTableView, QTextEdit, QVBoxLayout, QWidget)
+
+from forma_gui.app.palette import hue_index, token_color
+from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
+from forma_gui.app.workers import LatestRunner
+
+log = logging.getLogger(__name__)
+
+#: what a new user sees first: prose with a contraction, code, CJK, ZWJ emoji, Cyrillic
+DEFAULT_TEXT = (
+    "Tokenizers don't see words: they see pieces. Here's how GPT-2 splits text.\n"
+    "def greet(name: str) -> str:\n"
+    "    return f\"Hello, {name}!\"  # 4 spaces, 1234567 digits\n"
+    "東京は日本の首都です。\n"
+    "Emoji: 👩‍💻 and 👨‍👩‍👧 are ZWJ sequences; ☕ costs 3€.\n"
+    "Привет, мир! Токенизация.\n"
+)
+
+INLINE_CHARS = 8_000            # up to this many characters, encode on the GUI thread
+DEBOUNCE_MS = 30
+DEBOUNCE_LARGE_MS = 150         # a big document: wait for a pause in typing
+FULL_PRETOKENIZE_CHARS = 200_000  # beyond this, merge steps pre-tokenize a window only
+PRETOKEN_WINDOW = 4_096
+EMBEDDING_VIEW = "forma_gui.app.embedding_view:EmbeddingPanel"
+
+
+def _mono_font() -> QFont:
+    return QFontDatabase.systemFont(QFontDatabase.FixedFont)
+
+
+class TokenTableModel(QAbstractTableModel):
+    """index, id, piece, bytes, span of each token; cells computed on demand."""
+
+    HEADERS = ("#", "id", "piece", "bytes", "span")
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.tokens: list = []
+        self._mono = _mono_font()
+
+    def set_tokens(self, tokens: list) -> None:
+        self.beginResetModel()
+        self.tokens = tokens
+        self.endResetModel()
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt override
+        return 0 if parent.isValid() else len(self.tokens)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt override
+        return 0 if parent.isValid() else len(self.HEADERS)
+
+    def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
+        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+            return self.HEADERS[section]
+        return None
+
+    def data(self, index, role=Qt.DisplayRole):
+        tok = self.tokens[index.row()]
+        col = index.column()
+        if role == Qt.DisplayRole:
+            return self._cell(index.row(), tok, col)
+        if role == Qt.FontRole and col == 3:
+            return self._mono
+        if role == Qt.TextAlignmentRole and col in (0, 1):
+            return int(Qt.AlignRight | Qt.AlignVCenter)
+        if role == Qt.DecorationRole and col == 1:
+            return token_color(hue_index(tok.id))
+        return None
+
+    @staticmethod
+    def _cell(row: int, tok, col: int) -> str:
+        if col == 0:
+            return str(row)
+        if col == 1:
+            return str(tok.id)
+        if col == 2:
+            return tok.piece.translate(CONTROL_PICTURES)
+        if col == 3:
+            return hex_bytes(tok.data)
+        return f"{tok.start}–{tok.end}" + (" partial" if tok.partial else "")
+
+
+class MergeStepsModel(QAbstractTableModel):
+    """Rows: the pre-token's starting symbols, then one row per merge."""
+
+    HEADERS = ("rank", "merge", "symbols")
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.rows: list[tuple[str, str, tuple[str, ...], int]] = []  # rank, merge, symbols, hot
+
+    def set_steps(self, steps: list) -> None:
+        self.beginResetModel()
+        self.rows = _merge_rows(steps)
+        self.endResetModel()
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else 3
+
+    def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
+        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+            return self.HEADERS[section]
+        return None
+
+    def data(self, index, role=Qt.DisplayRole):
+        rank, merge, symbols, hot = self.rows[index.row()]
+        if role == Qt.DisplayRole:
+            return (rank, merge, " ".join(symbols))[index.column()]
+        if role == Qt.UserRole:
+            return symbols, hot
+        if role == Qt.TextAlignmentRole and index.column() == 0:
+            return int(Qt.AlignRight | Qt.AlignVCenter)
+        return None
+
+
+def _merge_rows(steps: list) -> list[tuple[str, str, tuple[str, ...], int]]:
+    """Table rows for a list of MergeStep: the initial symbols, then each merge."""
+    if not steps:
+        return []
+    first = steps[0]
+    initial = first.symbols[:first.position] + (first.left, first.right) + first.symbols[first.position + 1:]
+    rows = [("", "start", tuple(initial), -1)]
+    for step in steps:
+        rows.append((str(step.rank), f"{step.left} + {step.right}", tuple(step.symbols), step.position))
+    return rows
+
+
+class SymbolsDelegate(QStyledItemDelegate):
+    """Draws a symbol list as small chips, the just-merged symbol emphasised."""
+
+    def paint(self, painter: QPainter, option, index) -> None:
+        if index.column() != 2:
+            super().paint(painter, option, index)
+            return
+        symbols, hot = index.data(Qt.UserRole)
+        painter.save()
+        painter.setRenderHint(QPainter.Antialiasing)
+        fm = option.fontMetrics
+        x, rect = option.rect.left() + 4.0, option.rect
+        for i, sym in enumerate(symbols):
+            w = fm.horizontalAdvance(sym) + 8.0
+            if x + w > rect.right():
+                painter.setPen(option.palette.text().color())
+                painter.drawText(QRectF(x, rect.top(), 20, rect.height()), Qt.AlignVCenter, "…")
+                break
+            chip = QRectF(x, rect.top() + 3, w, rect.height() - 6)
+            painter.setBrush(token_color(hue_index(hash(sym) & 0xFFFF), 0))
+            painter.setPen(QPen(option.palette.text().color(), 1.5) if i == hot else Qt.NoPen)
+            painter.drawRoundedRect(chip, 3, 3)
+            painter.setPen(Qt.black)
+            painter.drawText(chip, Qt.AlignCenter, sym)
+            x += w + 3
+        painter.restore()
+
+
+class TokenInput(QPlainTextEdit):
+    """The input editor; a dropped file goes to the window (to open it), not into the text."""
+
+    def _is_file_drop(self, event) -> bool:
+        mime = event.mimeData()
+        return mime.hasUrls() and any(u.isLocalFile() for u in mime.urls())
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if self._is_file_drop(event):
+            event.ignore()
+        else:
+            super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if self._is_file_drop(event):
+            event.ignore()
+        else:
+            super().dragMoveEvent(event)
+
+    def dropEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if self._is_file_drop(event):
+            event.ignore()
+        else:
+            super().dropEvent(event)
+
+
+class TokenizeView(QWidget):
+    """Input editor, live segmentation, token table and merge steps for one Session."""
+
+    def __init__(self, session, parent=None) -> None:
+        super().__init__(parent)
+        self.setObjectName("tokenizeView")
+        self.session = session
+        self.text = ""
+        self.tokens: list = []
+        self.tokenizer = None          # the tokenizer `tokens` came from
+        self.selected_index: int | None = None
+        self.special = False
+        self._generation = 0
+        self._pretokens: list[tuple[int, int]] | None = None
+        self._emitting = False
+        self._embedding = None
+        self._runner = LatestRunner(self)
+        self._runner.finished.connect(self._on_result)
+        self._runner.failed.connect(self._on_failure)
+        self._debounce = QTimer(self, singleShot=True, timeout=self._retokenize)
+        self._build()
+        session.tokenizer_changed.connect(self._on_tokenizer_changed)
+        session.token_selected.connect(self._on_token_selected)
+        session.weights_changed.connect(lambda _w: self._ensure_embedding())
+        self.editor.setPlainText(session.text or DEFAULT_TEXT)
+        if session.tokenizer is not None:
+            self._retokenize()
+
+    # ---- construction -----------------------------------------------------------------
+    def _build(self) -> None:
+        self.editor = TokenInput(self)
+        self.editor.setObjectName("tokenInput")
+        self.editor.setPlaceholderText("Type or paste text to tokenize…")
+        font = self.editor.font()
+        font.setPointSizeF(font.pointSizeF() + 1.5)
+        self.editor.setFont(font)
+        self.editor.textChanged.connect(self._schedule)
+        self.canvas = TokenCanvas(self)
+        self.canvas.token_clicked.connect(self.select_index)
+        self.model = TokenTableModel(self)
+        self.table = self._make_table("tokenTable", self.model, stretch=3)
+        for col, width in enumerate((64, 90, 220)):
+            self.table.horizontalHeader().resizeSection(col, width)
+        self.table.clicked.connect(lambda index: self.select_index(index.row()))
+        self.table.activated.connect(lambda index: self.select_index(index.row()))
+
+        left = QSplitter(Qt.Vertical, self)
+        left.setChildrenCollapsible(False)
+        for widget, label in ((self.editor, "Text"), (self.canvas, "Tokens"), (self.table, "Table")):
+            left.addWidget(_titled(label, widget, self))
+        left.setStretchFactor(0, 2)
+        left.setStretchFactor(1, 4)
+        left.setStretchFactor(2, 2)
+
+        main = QSplitter(Qt.Horizontal, self)
+        main.addWidget(left)
+        main.addWidget(self._build_side())
+        main.setStretchFactor(0, 3)
+        main.setStretchFactor(1, 1)
+        main.setSizes([900, 340])
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
+        layout.addLayout(self._build_toolbar())
+        layout.addWidget(main, 1)
+
+    def _build_toolbar(self) -> QHBoxLayout:
+        bar = QHBoxLayout()
+        self.stored_box = self._toggle("showStored", "Pieces as stored",
+                                       "Show vocabulary strings as stored (Ġ, Ċ, ▁, <0xNN>) instead of text",
+                                       lambda on: self.canvas.set_options(as_stored=on))
+        self.ws_box = self._toggle("showWhitespace", "Visible whitespace",
+                                   "Draw spaces as ·, tabs as ⇥ and newlines as ↵",
+                                   lambda on: self.canvas.set_options(visible_ws=on))
+        self.ids_box = self._toggle("showIds", "Show ids", "Print each token's id under it",
+                                    lambda on: self.canvas.set_options(show_ids=on))
+        self.special_box = self._toggle("matchSpecial", "Match special tokens",
+                                        "Treat special-token strings such as <|endoftext|> as "
+                                        "special tokens instead of plain text", self._set_special)
+        for box in (self.stored_box, self.ws_box, self.ids_box, self.special_box):
+            bar.addWidget(box)
+        bar.addStretch(1)
+        self.stats = QLabel(self)
+        self.stats.setObjectName("tokenStats")
+        self.stats.setTextFormat(Qt.RichText)
+        bar.addWidget(self.stats)
+        return bar
+
+    def _toggle(self, name: str, text: str, tip: str, slot) -> QCheckBox:
+        box = QCheckBox(text, self)
+        box.setObjectName(name)
+        box.setToolTip(tip)
+        box.toggled.connect(slot)
+        return box
+
+    def _build_side(self) -> QWidget:
+        side = QWidget(self)
+        side.setMinimumWidth(260)
+        layout = QVBoxLayout(side)
+        layout.setContentsMargins(0, 0, 0, 0)
+        self.details = QLabel(side)
+        self.details.setObjectName("tokenDetails")
+        self.details.setTextFormat(Qt.RichText)
+        self.details.setWordWrap(True)
+        self.details.setAlignment(Qt.AlignTop | Qt.AlignLeft)
+        self.details.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.details.setText(_hint("Click a token to see its bytes and how it was built."))
+        self.details.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
+        layout.addWidget(_titled("Selected token", self.details, side))
+        self.merge_note = QLabel(side)
+        self.merge_note.setWordWrap(True)
+        self.merge_note.setTextFormat(Qt.RichText)
+        self.merge_model = MergeStepsModel(self)
+        self.merge_table = self._make_table("mergeSteps", self.merge_model, stretch=2)
+        self.merge_table.setItemDelegate(SymbolsDelegate(self.merge_table))
+        merges = QWidget(side)
+        box = QVBoxLayout(merges)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.merge_note)
+        box.addWidget(self.merge_table, 1)
+        self.side_split = QSplitter(Qt.Vertical, side)
+        self.side_split.addWidget(_titled("Merge steps", merges, side))
+        layout.addWidget(self.side_split, 1)
+        return side
+
+    def _make_table(self, name: str, model, stretch: int) -> QTableView:
+        table = QTableView(self)
+        table.setObjectName(name)
+        table.setModel(model)
+        table.setSelectionBehavior(QTableView.SelectRows)
+        table.setSelectionMode(QTableView.SingleSelection)
+        table.setAlternatingRowColors(True)
+        table.setWordWrap(False)
+        table.verticalHeader().hide()
+        rows = table.verticalHeader()
+        rows.setSectionResizeMode(QHeaderView.Fixed)
+        rows.setDefaultSectionSize(table.fontMetrics().height() + 8)
+        header = table.horizontalHeader()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(QHeaderView.Interactive)
+        header.setSectionResizeMode(stretch, QHeaderView.Stretch)
+        header.setHighlightSections(False)
+        return table
+
+    # ---- tokenization -------------------------------------------------------------------
+    def _tokenize(self, text: str) -> list:
+        """The one place text becomes tokens (runs on the GUI thread or a worker)."""
+        return self.session.tokenizer.segment(text, special=self.special)
+
+    def _schedule(self) -> None:
+        large = self.editor.document().characterCount() > INLINE_CHARS
+        self._debounce.start(DEBOUNCE_LARGE_MS if large else DEBOUNCE_MS)
+
+    def _retokenize(self) -> None:
+        """Encode the editor's text now: inline when small, else in the worker."""
+        self._debounce.stop()
+        text = self.editor.toPlainText()
+        self.session.set_text(text)
+        self._generation += 1
+        tokenizer = self.session.tokenizer
+        if tokenizer is None:
+            self._apply(text, [], None)
+            return
+        if len(text) <= INLINE_CHARS:
+            self._runner.cancel()
+            try:
+                tokens = self._tokenize(text)
+            except Exception as e:  # noqa: BLE001 - a tokenizer bug must not take the view down
+                self._on_failure(None, e)
+                return
+            self._apply(text, tokens, tokenizer)
+            return
+        self._set_stats_busy(len(text))
+        self._runner.submit(self._tokenize, text, tag=(self._generation, text, tokenizer))
+
+    def _on_result(self, tag, tokens: list) -> None:
+        generation, text, tokenizer = tag
+        if generation == self._generation:
+            self._apply(text, tokens, tokenizer)
+
+    def _on_failure(self, _tag, error: BaseException) -> None:
+        log.error("tokenization failed: %s", getattr(error, "__traceback_text__", error))
+        self.stats.setText(f"<span style='color:#c0392b'>tokenizer error: {_esc(str(error))}</span>")
+
+    def _apply(self, text: str, tokens: list, tokenizer) -> None:
+        self.text, self.tokens, self.tokenizer = text, tokens, tokenizer
+        self.selected_index = None
+        self._pretokens = None
+        self.model.set_tokens(tokens)
+        self.canvas.set_segmentation(text, tokens)
+        self.canvas.set_highlight_id(self.session.selected_token)
+        self.editor.setExtraSelections([])
+        self._update_stats()
+
+    def _update_stats(self) -> None:
+        n, chars = len(self.tokens), len(self.text)
+        per = f"{chars / n:.2f}" if n else "–"
+        nbytes = sum(len(t.data) for t in self.tokens) if n < 200_000 else len(self.text.encode())
+        extra = ""
+        sel = self.session.selected_token
+        if sel is not None and n:
+            count = sum(1 for t in self.tokens if t.id == sel)
+            extra = f" &nbsp;·&nbsp; id {sel} ×{count}"
+        self.stats.setText(f"<b>{n:,}</b> tokens &nbsp;·&nbsp; {chars:,} chars &nbsp;·&nbsp; "
+                           f"{nbytes:,} bytes &nbsp;·&nbsp; <b>{per}</b> chars/token{extra}")
+
+    def _set_stats_busy(self, chars: int) -> None:
+        self.stats.setText(f"tokenizing {chars:,} chars…")
+
+    def _set_special(self, on: bool) -> None:
+        self.special = on
+        self._retokenize()
+
+    def _on_tokenizer_changed(self, _tokenizer) -> None:
+        self.merge_model.set_steps([])
+        self.merge_note.clear()
+        self.details.setText(_hint("Click a token to see its bytes and how it was built."))
+        self._retokenize()
+
+    # ---- selection ------------------------------------------------------------------------
+    def select_index(self, k: int) -> None:
+        """Select token k: highlight it everywhere, show its merges, tell the session."""
+        if not 0 <= k < len(self.tokens):
+            return
+        self.selected_index = k
+        tok = self.tokens[k]
+        self.canvas.set_selected(k)
+        self._select_table_row(k)
+        self._highlight_span(tok)
+        self._show_details(tok, k)
+        self._show_merges(tok)
+        self._emitting = True
+        try:
+            self.session.select_token(tok.id)
+        finally:
+            self._emitting = False
+
+    def _select_table_row(self, k: int) -> None:
+        index = self.model.index(k, 0)
+        self.table.selectionModel().blockSignals(True)
+        self.table.selectRow(k)
+        self.table.selectionModel().blockSignals(False)
+        self.table.scrollTo(index)
+
+    def _highlight_span(self, tok) -> None:
+        doc_len = self.editor.document().characterCount() - 1
+        if tok.end > doc_len or self.editor.toPlainText() != self.text:
+            return  # the editor moved on; the next result will be in sync
+        cursor = QTextCursor(self.editor.document())
+        cursor.setPosition(_qt_pos(self.text, tok.start))
+        cursor.setPosition(_qt_pos(self.text, tok.end), QTextCursor.KeepAnchor)
+        selection = QTextEdit.ExtraSelection()
+        selection.cursor = cursor
+        fmt = QTextCharFormat()
+        fmt.setBackground(token_color(hue_index(tok.id), 1))
+        selection.format = fmt
+        self.editor.setExtraSelections([selection])
+        caret = QTextCursor(self.editor.document())
+        caret.setPosition(cursor.selectionStart())
+        self.editor.blockSignals(True)
+        self.editor.setTextCursor(caret)
+        self.editor.blockSignals(False)
+        self.editor.ensureCursorVisible()
+
+    def _show_details(self, tok, k: int | None) -> None:
+        tokenizer = self.session.tokenizer
+        kind = tokenizer.token_type(tok.id) if tokenizer is not None else ""
+        score = tokenizer.token_score(tok.id) if tokenizer is not None else None
+        rows = [("id", f"<b>{tok.id}</b>"), ("piece", f"<code>{_esc(tok.piece)}</code>"),
+                ("bytes", f"<code>{hex_bytes(tok.data) or '—'}</code>"),
+                ("text", f"<code>{_esc(_show_bytes(tok.data))}</code>"), ("type", kind)]
+        if score is not None:
+            rows.append(("score" if tokenizer.piece_style == "sentencepiece" else "rank", f"{score:g}"))
+        if k is not None:
+            rows.insert(0, ("token", f"#{k} of {len(self.tokens):,}"))
+            rows.append(("chars", f"{tok.start}–{tok.end}" + (" (partial character)" if tok.partial else "")))
+        body = "".join(f"<tr><td style='color:gray;padding-right:8px'>{a}</td><td>{b}</td></tr>"
+                       for a, b in rows)
+        self.details.setText(f"<table>{body}</table>")
+
+    def _show_merges(self, tok) -> None:
+        tokenizer = self.session.tokenizer
+        if tokenizer is None or tok.special:
+            self._set_merges([], "A special token is matched whole; no merges.")
+            return
+        span = self._pretoken_of(tok)
+        word = self.text[span[0]:span[1]] if span else ""
+        try:
+            steps = tokenizer.merge_steps(word) if word else []
+        except Exception as e:  # noqa: BLE001 - show the problem, keep the view alive
+            self._set_merges([], f"merge steps failed: {_esc(str(e))}")
+            return
+        shown = _esc(word.translate({ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"}))
+        if steps:
+            note = f"pre-token <code>{shown}</code>: {len(steps)} merge{'s' * (len(steps) != 1)}"
+        else:
+            note = f"pre-token <code>{shown}</code>: no merges ({_esc(tokenizer.kind)})"
+        self._set_merges(steps, note)
+
+    def _set_merges(self, steps: list, note: str) -> None:
+        self.merge_model.set_steps(steps)
+        self.merge_note.setText(note)
+        self.merge_table.resizeColumnToContents(0)
+        self.merge_table.resizeColumnToContents(1)
+
+    def _pretoken_of(self, tok) -> tuple[int, int] | None:
+        """The pre-token span (characters) that contains token `tok`."""
+        tokenizer, text = self.session.tokenizer, self.text
+        if len(text) <= FULL_PRETOKENIZE_CHARS:
+            if self._pretokens is None:
+                self._pretokens = tokenizer.pre_tokenize(text)
+            spans, lo, hi = self._pretokens, 0, len(text)
+        else:  # a window: pre-token boundaries re-synchronise within a few characters
+            lo = max(0, tok.start - PRETOKEN_WINDOW)
+            hi = min(len(text), tok.end + PRETOKEN_WINDOW)
+            spans = [(a + lo, b + lo) for a, b in tokenizer.pre_tokenize(text[lo:hi])]
+        i = bisect_right(spans, (tok.start, len(text) + 1)) - 1
+        if i >= 0 and spans[i][0] <= tok.start < spans[i][1]:
+            return spans[i]
+        return None
+
+    def _on_token_selected(self, token_id: int) -> None:
+        """Another view picked a token: outline its occurrences and show its details."""
+        self.canvas.set_highlight_id(token_id)
+        self._update_stats()
+        self._ensure_embedding()
+        if self._emitting or self.session.tokenizer is None:
+            return
+        occurrences = [k for k, t in enumerate(self.tokens) if t.id == token_id]
+        if occurrences:
+            after = [k for k in occurrences if self.selected_index is None or k > self.selected_index]
+            k = (after or occurrences)[0]
+            self.selected_index = k
+            self.canvas.set_selected(k)
+            self._select_table_row(k)
+            self._highlight_span(self.tokens[k])
+        self._show_vocab_token(token_id)
+
+    def _show_vocab_token(self, token_id: int) -> None:
+        """Details and merge steps of a vocabulary entry picked in another view."""
+        from forma_gui.core.tokenizer import Token
+
+        tokenizer = self.session.tokenizer
+        data = tokenizer.token_bytes(token_id)
+        tok = Token(token_id, tokenizer.piece(token_id), data, 0, 0)
+        self._show_details(tok, None)
+        word = data.decode("utf-8", "replace")
+        try:
+            steps = tokenizer.merge_steps(word) if word else []
+        except Exception:  # noqa: BLE001
+            steps = []
+        self._set_merges(steps, f"how <code>{_esc(word)}</code> is built" if steps
+                         else f"no merges ({_esc(tokenizer.kind)})")
+
+    # ---- the embedding panel (another helper's view), created on first need ----------------
+    def _ensure_embedding(self) -> None:
+        if self._embedding is not None:
+            return
+        module_name, class_name = EMBEDDING_VIEW.split(":")
+        try:
+            if importlib.util.find_spec(module_name) is None:
+                self._embedding = False
+                return
+            cls = getattr(importlib.import_module(module_name), class_name)
+            self._embedding = cls(self.session, self)
+        except Exception:  # noqa: BLE001 - an unfinished view must not break tokenizing
+            log.warning("embedding panel unavailable", exc_info=True)
+            self._embedding = False
+            return
+        self.side_split.addWidget(_titled("Embedding", self._embedding, self))
+        total = max(self.side_split.height(), 500)
+        self.side_split.setSizes([total * 3 // 5, total * 2 // 5])
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(1200, 800)
+
+
+def _titled(title: str, widget: QWidget, parent: QWidget) -> QWidget:
+    """A widget under a small caption."""
+    box = QWidget(parent)
+    layout = QVBoxLayout(box)
+    layout.setContentsMargins(0, 2, 0, 0)
+    layout.setSpacing(2)
+    caption = QLabel(title, box)
+    font = caption.font()
+    font.setBold(True)
+    font.setPointSizeF(font.pointSizeF() * 0.92)
+    caption.setFont(font)
+    layout.addWidget(caption)
+    layout.addWidget(widget, 1)
+    return box
+
+
+def _hint(text: str) -> str:
+    return f"<span style='color:gray'>{_esc(text)}</span>"
+
+
+def _esc(s: str) -> str:
+    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .translate(CONTROL_PICTURES))
+
+
+def _show_bytes(data: bytes) -> str:
+    """A token's bytes as text, hex for any part that is not valid UTF-8."""
+    return data.decode("utf-8", "backslashreplace").translate(
+        {ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"})
+
+
+def _qt_pos(text: str, index: int) -> int:
+    """A Python character offset as a QTextDocument position (UTF-16 code units)."""
+    if text.isascii():
+        return index
+    return len(text[:index].encode("utf-16-le", "surrogatepass")) // 2
