@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from forma_gui.core.tokenizer import Tokenizer
@@ -291,6 +291,12 @@ class StreamStep:
 def trace_stream(tokenizer: "Tokenizer", ids: Sequence[int], *, stops: Sequence[str] = (),
                  flush: bool = True) -> list[StreamStep]:
     """Trace decoding `ids` one token at a time, ending with the flush step (unless flush=False)."""
+    return list(iter_trace(tokenizer, ids, stops=stops, flush=flush))
+
+
+def iter_trace(tokenizer: "Tokenizer", ids: Sequence[int], *, stops: Sequence[str] = (),
+               flush: bool = True) -> Iterator[StreamStep]:
+    """`trace_stream` one step at a time, for callers that report progress or stop early."""
     size = tokenizer.vocab_size
     for i in ids:
         if not 0 <= i < size:
@@ -301,7 +307,7 @@ def trace_stream(tokenizer: "Tokenizer", ids: Sequence[int], *, stops: Sequence[
 
 def trace_chunks(chunks: Iterable[bytes], *, stops: Sequence[str] = (), flush: bool = True) -> list[StreamStep]:
     """Trace decoding raw byte chunks (no tokenizer), ending with the flush step."""
-    return _Tracer(stops).run(((None, "", bytes(c)) for c in chunks), flush=flush)
+    return list(_Tracer(stops).run(((None, "", bytes(c)) for c in chunks), flush=flush))
 
 
 class _Tracer:
@@ -310,32 +316,32 @@ class _Tracer:
     def __init__(self, stops: Sequence[str]) -> None:
         self.decoder = StreamDecoder()
         self.matcher = StopMatcher(stops)
-        self.steps: list[StreamStep] = []
+        self.index = 0
 
-    def run(self, tokens: Iterable[tuple[int | None, str, bytes]], *, flush: bool) -> list[StreamStep]:
+    def run(self, tokens: Iterable[tuple[int | None, str, bytes]], *, flush: bool) -> Iterator[StreamStep]:
         for token_id, piece, data in tokens:
-            self._record(token_id, piece, data, lambda: self.decoder.push(data),
-                         self.matcher.push, data.decode("utf-8", "replace"))
+            yield self._record(token_id, piece, data, lambda: self.decoder.push(data),
+                               self.matcher.push, data.decode("utf-8", "replace"))
         if flush:
-            self._record(None, "", b"", self.decoder.flush,
-                         lambda text: self.matcher.push(text) + self.matcher.flush(), "", final=True)
-        return self.steps
+            yield self._record(None, "", b"", self.decoder.flush,
+                               lambda text: self.matcher.push(text) + self.matcher.flush(), "", final=True)
 
     def _record(self, token_id: int | None, piece: str, data: bytes, decode: Callable[[], str],
-                match: Callable[[str], str], naive: str, *, final: bool = False) -> None:
+                match: Callable[[str], str], naive: str, *, final: bool = False) -> StreamStep:
         """Decode one step, hand the text to the stop matcher, and record both."""
         before, was_stopped = self.decoder.pending, self.matcher.stopped is not None
         emitted = decode()
         stop_out = match(emitted)
         m = self.matcher
-        self.steps.append(StreamStep(
-            index=len(self.steps), token_id=token_id, piece=piece, token_bytes=data,
+        self.index += 1
+        return StreamStep(
+            index=self.index - 1, token_id=token_id, piece=piece, token_bytes=data,
             buffer_before=before, buffer_after=self.decoder.pending,
             roles=tuple(byte_roles(before + data, final=final)),
             emitted=emitted, naive=naive, stop_emitted=stop_out, stop_held=m.held,
             stopped=m.stopped, stop_offset=m.stop_offset,
             stops_here=m.stopped is not None and not was_stopped, final=final,
-        ))
+        )
 
 
 def joined(steps: Sequence[StreamStep], field: str = "emitted") -> str:
