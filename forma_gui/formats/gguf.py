@@ -349,6 +349,9 @@ class GGUFFile:
             raise FormatError(f"dimensions {list(dims)} of {name!r} overflow int64",
                               path=self.path, offset=at)
         block = GGML_TYPES[dtype].block_size
+        if block > 1 and not dims:
+            raise FormatError(f"tensor {name!r}: a {dtype} tensor needs at least one dimension",
+                              path=self.path, offset=at)
         if dims and dims[0] % block:
             raise FormatError(f"tensor {name!r}: row length {dims[0]} is not a multiple of the "
                               f"{dtype} block size {block}", path=self.path, offset=at)

@@ -1,0 +1,187 @@
+"""safetensors reader: an 8-byte little-endian header length, a JSON header, then raw data.
+
+    u64 n | n bytes of JSON {"name": {"dtype": "F32", "shape": [2, 3],
+                                      "data_offsets": [begin, end]}, ...,
+                             "__metadata__": {"key": "value"}} | data
+
+Offsets are relative to the data section. As the format's specification requires, the
+tensors must tile the data section exactly: in range, no overlap, no hole, nothing after.
+All data is little-endian. The file is memory-mapped; opening reads the header only.
+"""
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import struct
+from typing import Any
+
+import numpy as np
+
+from forma_gui.errors import FormatError
+from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo
+
+#: safetensors dtype -> numpy storage, little-endian explicitly (as safetensors' numpy.py);
+#: BF16 and F8 have no numpy type and are viewed as their unsigned-integer bits
+SAFETENSORS_DTYPES: dict[str, np.dtype] = {
+    name: np.dtype("<" + code) for name, code in ELEMENT_STORAGE.items()
+}
+
+HEADER_LENGTH_BYTES = 8
+MAX_DIMS = 64  # more dimensions than any model uses; bounds the work per header entry
+
+
+class SafetensorsFile:
+    """One .safetensors file: `metadata` (the `__metadata__` strings), `tensors`, `data`.
+
+    >>> with SafetensorsFile("model.safetensors") as f:          # doctest: +SKIP
+    ...     f.tensors[0].dtype, f.tensors[0].shape
+    ('BF16', (151936, 1024))
+    """
+
+    byte_order = "<"
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = os.fspath(path)
+        self._file = None
+        self._mm: mmap.mmap | None = None
+        try:
+            self._file = open(self.path, "rb")
+        except OSError as e:
+            raise FormatError(f"cannot open: {e.strerror or e}", path=self.path) from e
+        try:
+            self.file_size = os.fstat(self._file.fileno()).st_size
+            header = self._read_header()
+            self.data_offset = HEADER_LENGTH_BYTES + self.header_length
+            self.metadata = self._metadata(header.pop("__metadata__", {}))
+            self.tensors = self._tensors(header)
+            if self.file_size:
+                self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        except BaseException:
+            self.close()
+            raise
+
+    def _fail(self, message: str, offset: int | None = None) -> FormatError:
+        return FormatError(message, path=self.path, offset=offset)
+
+    def _read_header(self) -> dict[str, Any]:
+        head = self._file.read(HEADER_LENGTH_BYTES)
+        if len(head) < HEADER_LENGTH_BYTES:
+            raise self._fail("expected an 8-byte header length, but the file has only "
+                             f"{len(head)} bytes", 0)
+        (n,) = struct.unpack("<Q", head)
+        if n > self.file_size - HEADER_LENGTH_BYTES:
+            raise self._fail(f"header length {n} runs past the end of the file "
+                             f"({self.file_size} bytes)", 0)
+        self.header_length = n
+        return self._parse_json(self._file.read(n))
+
+    def _parse_json(self, text: bytes) -> dict[str, Any]:
+        try:
+            header = json.loads(text.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise self._fail("expected a UTF-8 JSON header", HEADER_LENGTH_BYTES + e.start) from None
+        except json.JSONDecodeError as e:
+            raise self._fail(f"invalid JSON header: {e.msg}", HEADER_LENGTH_BYTES + e.pos) from None
+        except RecursionError:
+            raise self._fail("JSON header nested too deeply", HEADER_LENGTH_BYTES) from None
+        if not isinstance(header, dict):
+            raise self._fail("expected the header to be a JSON object", HEADER_LENGTH_BYTES)
+        return header
+
+    def _metadata(self, meta: Any) -> dict[str, str]:
+        if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+            raise self._fail("expected __metadata__ to map strings to strings",
+                             HEADER_LENGTH_BYTES)
+        return dict(meta)
+
+    def _tensors(self, header: dict[str, Any]) -> list[TensorInfo]:
+        tensors = [self._tensor(name, entry) for name, entry in header.items()]
+        self._check_tiling(tensors)
+        return tensors
+
+    def _tensor(self, name: str, entry: Any) -> TensorInfo:
+        where = f"tensor {name!r}"
+        if not isinstance(entry, dict):
+            raise self._fail(f"{where}: expected an object with dtype, shape, data_offsets",
+                             HEADER_LENGTH_BYTES)
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if dtype not in SAFETENSORS_DTYPES:
+            raise self._fail(f"{where}: unsupported dtype {dtype!r} (expected one of "
+                             f"{', '.join(SAFETENSORS_DTYPES)})", HEADER_LENGTH_BYTES)
+        if not _int_list(shape) or len(shape) > MAX_DIMS or any(d < 0 for d in shape):
+            raise self._fail(f"{where}: expected shape to be a list of at most {MAX_DIMS} "
+                             f"non-negative integers, found {shape!r:.80}", HEADER_LENGTH_BYTES)
+        if not _int_list(offsets) or len(offsets) != 2:
+            raise self._fail(f"{where}: expected data_offsets [begin, end], found "
+                             f"{offsets!r:.80}", HEADER_LENGTH_BYTES)
+        return self._place(name, dtype, tuple(shape), *offsets)
+
+    def _place(self, name: str, dtype: str, shape: tuple[int, ...], begin: int,
+               end: int) -> TensorInfo:
+        data_size = self.file_size - self.data_offset
+        if not 0 <= begin <= end <= data_size:
+            raise self._fail(f"tensor {name!r}: data_offsets [{begin}, {end}] outside the "
+                             f"{data_size}-byte data section", HEADER_LENGTH_BYTES)
+        expected = math.prod(shape) * SAFETENSORS_DTYPES[dtype].itemsize
+        if end - begin != expected:
+            raise self._fail(f"tensor {name!r}: shape {list(shape)} of {dtype} needs {expected} "
+                             f"bytes, but data_offsets span {end - begin}", HEADER_LENGTH_BYTES)
+        return TensorInfo(name, shape, dtype, self.data_offset + begin, end - begin, self.path)
+
+    def _check_tiling(self, tensors: list[TensorInfo]) -> None:
+        """Tensors cover the data section exactly, in some order (the spec forbids holes)."""
+        at = self.data_offset
+        for t in sorted(tensors, key=lambda t: (t.offset, t.end)):
+            if t.offset != at:
+                problem = "overlaps the tensor before it" if t.offset < at else \
+                    f"leaves a hole of {t.offset - at} bytes before it"
+                raise self._fail(f"tensor {t.name!r} at byte {t.offset} {problem}", at)
+            at = t.end
+        if at != self.file_size:
+            raise self._fail(f"{self.file_size - at} bytes after the last tensor belong to "
+                             "no tensor", at)
+
+    # -- data access --------------------------------------------------------------------
+
+    @property
+    def data(self) -> np.ndarray:
+        """The whole file as a read-only uint8 array (a view of the map, nothing is read)."""
+        if self._file is None:
+            raise FormatError("the file is closed", path=self.path)
+        if self._mm is None:
+            return np.zeros(0, dtype=np.uint8)
+        return np.frombuffer(self._mm, dtype=np.uint8)
+
+    def check_size(self) -> None:
+        """FormatError if the file shrank since it was opened (reading it would crash)."""
+        if self._file is None:
+            raise FormatError("the file is closed", path=self.path)
+        size = os.fstat(self._file.fileno()).st_size
+        if size < self.file_size:
+            raise FormatError(f"the file shrank from {self.file_size} to {size} bytes while "
+                              "open; reopen it", path=self.path, offset=size)
+
+    def close(self) -> None:
+        """Release the map and the file; views already handed out keep the map alive."""
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # numpy views still point into it; it is unmapped when they go
+            self._mm = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> SafetensorsFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _int_list(value: Any) -> bool:
+    """A JSON list of plain integers (not booleans, not floats)."""
+    return isinstance(value, list) and all(type(v) is int for v in value)
