@@ -409,7 +409,7 @@ class StreamPlayer(QWidget):
         self._cached_ids: tuple[Any, str, list[int]] | None = None  # (tokenizer, text, ids)
         self._runner = LatestRunner(self)
         self._runner.finished.connect(self._job_finished)
-        self._runner.failed.connect(lambda tag, error: self._show_trace(Trace(note=str(error)), error=True))
+        self._runner.failed.connect(lambda _tag, error: self._show_error(error))
         self._timer = QTimer(self)
         self._timer.timeout.connect(self._tick)
         self._stale = True  # the source changed while hidden: trace again when shown
@@ -620,29 +620,33 @@ class StreamPlayer(QWidget):
         """Trace the current source: at once if it is small, in a worker otherwise."""
         self._stale = False
         self._update_text_info()
+        self._runner.cancel()
         tokenizer = self.session.tokenizer
         if tokenizer is None:
-            self._runner.cancel()
             self._show_trace(Trace(note="Open a tokenizer to stream its tokens."))
             return
         try:
-            stops = split_stops(self.stops_edit.text())
-            source = self._source(tokenizer)
+            stops, source = split_stops(self.stops_edit.text()), self._source(tokenizer)
         except ValueError as e:
-            self._runner.cancel()
-            self._show_trace(Trace(note=str(e)), error=True)
+            self._show_error(e)
             return
-        size = len(source.get("text") or "") + len(source.get("ids") or ())
-        if size <= INLINE_LIMIT:
-            self._runner.cancel()
-            try:
-                self._job_finished(tokenizer, run_job(compute_trace(tokenizer, stops=stops, **source)))
-            except ValueError as e:
-                self._show_trace(Trace(note=str(e)), error=True)
+        if len(next(iter(source.values()))) <= INLINE_LIMIT:
+            self._trace_now(tokenizer, stops, source)
+        else:
+            self.note.setText("Tracing…")
+            self.note.setVisible(True)
+            self._runner.submit(compute_trace, tokenizer, stops=stops, tag=tokenizer, **source)
+
+    def _trace_now(self, tokenizer, stops: list[str], source: dict[str, Any]) -> None:
+        try:
+            trace = run_job(compute_trace(tokenizer, stops=stops, **source))
+        except Exception as e:  # noqa: BLE001 - shown like a worker's failure, whatever the tokenizer raised
+            self._show_error(e)
             return
-        self.note.setText("Tracing…")
-        self.note.setVisible(True)
-        self._runner.submit(compute_trace, tokenizer, stops=stops, tag=tokenizer, **source)
+        self._job_finished(tokenizer, trace)
+
+    def _show_error(self, error: BaseException) -> None:
+        self._show_trace(Trace(note=str(error)), error=True)
 
     def _source(self, tokenizer) -> dict[str, Any]:
         """{"ids": [...]} or {"text": "..."} (ids when the text was encoded before)."""

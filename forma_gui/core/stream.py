@@ -320,18 +320,26 @@ class _Tracer:
 
     def run(self, tokens: Iterable[tuple[int | None, str, bytes]], *, flush: bool) -> Iterator[StreamStep]:
         for token_id, piece, data in tokens:
-            yield self._record(token_id, piece, data, lambda: self.decoder.push(data),
-                               self.matcher.push, data.decode("utf-8", "replace"))
+            yield self.push(token_id, piece, data)
         if flush:
-            yield self._record(None, "", b"", self.decoder.flush,
-                               lambda text: self.matcher.push(text) + self.matcher.flush(), "", final=True)
+            yield self.flush()
 
-    def _record(self, token_id: int | None, piece: str, data: bytes, decode: Callable[[], str],
-                match: Callable[[str], str], naive: str, *, final: bool = False) -> StreamStep:
-        """Decode one step, hand the text to the stop matcher, and record both."""
+    def push(self, token_id: int | None, piece: str, data: bytes) -> StreamStep:
         before, was_stopped = self.decoder.pending, self.matcher.stopped is not None
-        emitted = decode()
-        stop_out = match(emitted)
+        emitted = self.decoder.push(data)
+        stop_out = self.matcher.push(emitted)
+        return self._step(token_id, piece, data, before, was_stopped, emitted, stop_out,
+                          naive=data.decode("utf-8", "replace"))
+
+    def flush(self) -> StreamStep:
+        before, was_stopped = self.decoder.pending, self.matcher.stopped is not None
+        emitted = self.decoder.flush()
+        stop_out = self.matcher.push(emitted) + self.matcher.flush()
+        return self._step(None, "", b"", before, was_stopped, emitted, stop_out, naive="", final=True)
+
+    def _step(self, token_id: int | None, piece: str, data: bytes, before: bytes, was_stopped: bool,
+              emitted: str, stop_out: str, *, naive: str, final: bool = False) -> StreamStep:
+        """Record the state of both buffers after one step."""
         m = self.matcher
         self.index += 1
         return StreamStep(

@@ -236,3 +236,22 @@ def test_very_long_input_is_capped(qtbot, player, monkeypatch, tokenizer):
     player.recompute()
     assert len(player.steps) == 50 and not player.steps[-1].final
     assert "first 50" in player.note.text()
+
+
+class Failing(TiktokenGpt2):
+    """A tokenizer whose encoder breaks: the player must say so, not crash."""
+
+    def _encode_ordinary(self, text: str) -> list[int]:
+        raise RuntimeError("encoder exploded")
+
+
+@pytest.mark.parametrize("text", ["short", "long " * 1000])
+def test_tokenizer_failure_is_shown(qtbot, text):
+    session = Session()
+    session.set_tokenizer(Failing())
+    session.set_text(text)
+    p = StreamPlayer(session)
+    qtbot.addWidget(p)
+    p.show()
+    qtbot.waitUntil(lambda: "exploded" in p.note.text(), timeout=10_000)
+    assert p.steps == []
