@@ -44,7 +44,7 @@ ROLE_STYLE = {
     "held": ("#fde293", "#5f3b00", "held back (incomplete)"),
 }
 HELD_EDGE = "#b06000"
-CURRENT_BG = "#c8f0c8"       # this step's text in the output panes
+CURRENT_STYLE = "background:#c8f0c8;color:#202124"   # this step's text in the output panes
 REPLACEMENT_STYLE = "background:#d93025;color:#ffffff;font-weight:bold"
 HELD_STYLE = f"background:{ROLE_STYLE['held'][0]};color:{ROLE_STYLE['held'][1]};font-family:monospace;font-size:small"
 SUPPRESSED_STYLE = "color:#9aa0a6;text-decoration:line-through"
@@ -815,13 +815,13 @@ class StreamPlayer(QWidget):
         held = [(f"[{step.buffer_after.hex(' ')}]", HELD_STYLE)] if step.buffer_after else []
         for name, pane, extra in (("emitted", self.emitted_view, held), ("naive", self.naive_view, [])):
             text, start = _tail(*self.trace.upto(name, self._position))
-            pane.setHtml(runs_html([(text[:start], ""), (text[start:], f"background:{CURRENT_BG}"), *extra]))
+            pane.setHtml(runs_html([(text[:start], ""), (text[start:], CURRENT_STYLE), *extra]))
             pane.moveCursor(pane.textCursor().MoveOperation.End)
         self._render_stop(step)
 
     def _render_stop(self, step: StreamStep) -> None:
         text, start = _tail(*self.trace.upto("stop_emitted", self._position))
-        runs = [(text[:start], ""), (text[start:], f"background:{CURRENT_BG}")]
+        runs = [(text[:start], ""), (text[start:], CURRENT_STYLE)]
         if step.stopped is not None:
             decoded, _ = self.trace.upto("emitted", self._position)
             runs += [(" STOP ", "background:#d93025;color:#ffffff;font-weight:bold;font-size:small"), (decoded[step.stop_offset:][:SHOWN_CHARS], SUPPRESSED_STYLE)]

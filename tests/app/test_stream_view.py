@@ -7,7 +7,7 @@ from PySide6.QtGui import QGuiApplication
 
 from forma_gui.app import stream_view
 from forma_gui.app.state import Session
-from forma_gui.app.stream_view import StreamPlayer, StreamTraceModel
+from forma_gui.app.stream_view import StreamPlayer, StreamTraceModel, describe_role, describe_step
 from forma_gui.core.stream import REPLACEMENT, format_trace_table, trace_columns
 from tests.core.test_stream import TiktokenGpt2
 
@@ -115,6 +115,11 @@ def test_keyboard_shortcuts(qtbot, player):
     assert player.is_playing
     qtbot.keyClick(target, Qt.Key_Space)
     assert not player.is_playing
+    player.table.setFocus()
+    player.table.selectRow(3)
+    QGuiApplication.clipboard().clear()
+    qtbot.keyClick(player.table, Qt.Key_C, Qt.ControlModifier)
+    assert QGuiApplication.clipboard().text() == format_trace_table(player.steps[3:4])
 
 
 def test_typing_in_the_ids_field_does_not_step(qtbot, player):
@@ -202,6 +207,17 @@ def test_copy_table_and_selection(qtbot, player):
     player.set_position(2)
     player.table.selectRow(2)
     assert player.copy_selection().splitlines()[2] == format_trace_table(player.steps[2:3]).splitlines()[2]
+
+
+def test_descriptions():
+    from forma_gui.core.stream import byte_roles, trace_chunks
+
+    held, bad, flush = trace_chunks([b"a\xe6", b"\x97\xff"])[0], trace_chunks([b"\xff"])[0], \
+        trace_chunks([b"\xe6"])[-1]
+    assert "Holding e6: 1 of the 3 bytes" in describe_step(held)
+    assert "1 invalid sequence(s)" in describe_step(bad)
+    assert "flushed as one U+FFFD" in describe_step(flush)
+    assert "lead byte of a 4-byte" in describe_role(0xF0, byte_roles(b"\xf0\x9f\x99\x82")[0])
 
 
 def test_table_model_mirrors_the_trace(player):
