@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar,
                                QTabWidget, QVBoxLayout, QWidget)
@@ -181,7 +181,7 @@ class MainWindow(QMainWindow):
         self.tabs.setDocumentMode(True)
         for title, spec in VIEWS.items():
             module_name, class_name = spec.split(":")
-            if importlib.util.find_spec(module_name) is None:
+            if not _module_exists(module_name):
                 log.warning("view %s left out: module %s not found", title, module_name)
                 continue
             page = QWidget(self.tabs)
@@ -396,6 +396,13 @@ class MainWindow(QMainWindow):
         if paths:
             event.acceptProposedAction()
             self.open_path(paths[0])
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def _local_paths(mime) -> list[str]:

@@ -25,6 +25,9 @@ from PySide6.QtWidgets import QAbstractScrollArea, QToolTip
 
 from forma_gui.app.palette import HUES, border_color, token_color, too_close
 
+N_HUES = len(HUES)
+CLOSE = [[too_close(a, b) for b in range(N_HUES)] for a in range(N_HUES)]
+
 MARGIN = 8.0          # left/right/top margin of the canvas
 HPAD = 3.0            # horizontal padding inside a chip
 VPAD = 2.0            # vertical padding inside a chip
@@ -100,6 +103,7 @@ class TokenCanvas(QAbstractScrollArea):
         self.show_ids = False
         self.selected: int | None = None
         self.highlight_id: int | None = None
+        self.fast_layout = True  # False: the reference layout path (for tests)
         self._timer = QTimer(self, singleShot=True, interval=0, timeout=self._layout_slice)
         self._set_fonts()
         self._reset_layout()
@@ -221,7 +225,8 @@ class TokenCanvas(QAbstractScrollArea):
         self._chip_h = self._fm.height() + 2 * VPAD + 2 * GROUP_PAD
         self._id_h = self._fm_small.height() if self.show_ids else 0.0
         self._line_h = self._chip_h + self._id_h + LINE_GAP
-        self._widths: dict[str, float] = {}
+        self._widths: dict = {}
+        self._fast_widths: dict = {}  # raw span (and id) -> chip width, for the current toggles
         self._small_widths: dict[str, float] = {}
         self._dark = self.palette().base().color().lightnessF() < 0.5
 
@@ -236,6 +241,7 @@ class TokenCanvas(QAbstractScrollArea):
         self._next_token = 0
         self._x = MARGIN
         self._avail = max(self.viewport().width() - 2 * MARGIN, 40.0)
+        self._fast_widths = {}  # they are clamped to the width available
         self._anchor = anchor
         self.verticalScrollBar().setValue(0)
         self._timer.start()
@@ -243,16 +249,11 @@ class TokenCanvas(QAbstractScrollArea):
 
     def _layout_slice(self) -> None:
         """Lay out tokens for a few milliseconds; reschedules itself until done."""
-        start = perf_counter()
-        tokens, n = self.tokens, len(self.tokens)
-        k = self._next_token
-        while k < n:
-            k = self._place_item(k, tokens, n)
-            if not (len(self._item_first) & 127) and perf_counter() - start > SLICE_SECONDS:
-                break
+        place = self._place_fast if self.fast_layout else self._place_items
+        k = place(self._next_token, perf_counter() + SLICE_SECONDS)
         self._next_token = k
         self._update_scrollbar()
-        if k < n:
+        if k < len(self.tokens):
             self._timer.start()
         else:
             self.layout_finished.emit()
@@ -260,6 +261,69 @@ class TokenCanvas(QAbstractScrollArea):
             anchor, self._anchor = self._anchor, None
             self.scroll_to_token(anchor)
         self.viewport().update()
+
+    def _place_items(self, k: int, deadline: float) -> int:
+        """Reference layout: one item at a time through _place_item, until the deadline."""
+        tokens, n = self.tokens, len(self.tokens)
+        while k < n:
+            k = self._place_item(k, tokens, n)
+            if not (len(self._item_first) & 127) and perf_counter() > deadline:
+                break
+        return k
+
+    def _place_fast(self, k: int, deadline: float) -> int:
+        """The same layout as _place_items, with plain tokens inlined (~3x faster).
+
+        Plain = not partial, not special, not overlapping the next token, shown as text.
+        Anything else goes through _place_item. Tested against _place_items.
+        """
+        tokens, n, text = self.tokens, len(self.tokens), self.text
+        if self.as_stored:
+            return self._place_items(k, deadline)
+        widths, advance = self._fast_widths, self._fm.horizontalAdvance
+        table = VISIBLE_WS if self.visible_ws else PLAIN_WS
+        slots, shades, close = self._slot, self._shade, CLOSE
+        first_append, x_append, w_append = (self._item_first.append, self._item_x.append,
+                                            self._item_w.append)
+        avail, right, show_ids = self._avail, MARGIN + self._avail, self.show_ids
+        x = self._x
+        count = 0
+        while k < n:
+            tok = tokens[k]
+            if tok.partial or tok.special or (k + 1 < n and tokens[k + 1].start < tok.end):
+                self._x = x
+                k = self._place_item(k, tokens, n)
+                x = self._x
+                continue
+            span = text[tok.start:tok.end]
+            key = (span, tok.id) if show_ids else span
+            w = widths.get(key)
+            if w is None:
+                w = max(advance(span.translate(table).translate(SHOWN)), 6.0) + 2 * HPAD
+                if show_ids:
+                    w = max(w, self._small_width(str(tok.id)) + 2 * HPAD)
+                w = widths[key] = min(w, avail)
+            h = (tok.id * 0x9E3779B1) & 0xFFFFFFFF
+            slot = (h ^ (h >> 16)) % N_HUES
+            shades.append(1 - shades[k - 1] if k and close[slot][slots[k - 1]] else 0)
+            slots.append(slot)
+            if x > MARGIN and x + w > right:
+                self._line_item.append(len(self._item_first))
+                x = MARGIN
+            first_append(k)
+            x_append(x)
+            w_append(w)
+            x += w + GAP
+            if "\n" in span:
+                for _ in range(min(span.count("\n"), MAX_NEWLINES)):
+                    self._line_item.append(len(self._item_first))
+                x = MARGIN
+            k += 1
+            count += 1
+            if not (count & 255) and perf_counter() > deadline:
+                break
+        self._x = x
+        return k
 
     def _place_item(self, k: int, tokens: list, n: int) -> int:
         """Place the item starting at token k; returns the first token after it."""
@@ -291,7 +355,7 @@ class TokenCanvas(QAbstractScrollArea):
             h = (tokens[i].id * 0x9E3779B1) & 0xFFFFFFFF
             slot = (h ^ (h >> 16)) % len(HUES)
             shade = 0
-            if i and too_close(slot, self._slot[i - 1]):
+            if i and CLOSE[slot][self._slot[i - 1]]:
                 shade = 1 - self._shade[i - 1]
             self._slot.append(slot)
             self._shade.append(shade)

@@ -38,7 +38,7 @@ def parse_query(text: str) -> Query:
 
     >>> parse_query("#42"), parse_query("42")
     (Query(kind='id', value=42), Query(kind='number', value=42))
-    >>> parse_query("0x e2 82"), parse_query("e282ac")
+    >>> parse_query("0x e2 82"), parse_query("e282ac")  # bare hex: spaced pairs or 3+ bytes
     (Query(kind='hex', value=b'\\xe2\\x82'), Query(kind='hex', value=b'\\xe2\\x82\\xac'))
     >>> parse_query("Ġthe")
     Query(kind='text', value='Ġthe')
@@ -56,9 +56,10 @@ def parse_query(text: str) -> Query:
         if digits and len(digits) % 2 == 0 and re.fullmatch(r"[0-9a-f]+", digits):
             return Query("hex", bytes.fromhex(digits))
     compact = re.sub(r"\s", "", lower)
-    if (len(compact) >= 4 and len(compact) % 2 == 0 and re.fullmatch(r"[0-9a-f]+", compact)
-            and re.search(r"\d", compact) and re.search(r"[a-f]", compact)
-            and re.fullmatch(r"(?:[0-9a-f]{2}\s*)+", lower)):
+    spaced = re.fullmatch(r"[0-9a-f]{2}(?:\s+[0-9a-f]{2})+", lower)  # "e2 82 ac"
+    run = (len(compact) >= 6 and re.fullmatch(r"(?:[0-9a-f]{2})+", lower)  # "e282ac"
+           and re.search(r"\d", compact) and re.search(r"[a-f]", compact))
+    if spaced or run:
         return Query("hex", bytes.fromhex(compact))
     return Query("text", q.replace(SEP, ""))
 

@@ -1,0 +1,238 @@
+"""Drive the main window: open files, type, check the segmentation and its renderings."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QTableView
+
+import forma_gui
+from forma_gui._resources import default_tokenizer_path
+from forma_gui.app import main_window as mw
+from forma_gui.app.main_window import MainWindow
+from forma_gui.app.tokenize_view import INLINE_CHARS
+from tests.app._stub_tokenizer import StubTokenizer
+
+
+def _has_gpt2_loader() -> bool:
+    try:
+        import forma_gui.formats.gpt2_files  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture
+def stub_loader(monkeypatch):
+    """Serve the stub for the default vocabulary path while the real loader is missing."""
+    if _has_gpt2_loader():
+        return
+    real = forma_gui.load_tokenizer
+    default = default_tokenizer_path()
+
+    def load(path, *, pattern=None):
+        return StubTokenizer() if Path(path) == default else real(path, pattern=pattern)
+
+    monkeypatch.setattr(forma_gui, "load_tokenizer", load)
+
+
+@pytest.fixture
+def settings(tmp_path) -> QSettings:
+    """Settings in a file under tmp_path: the user's own settings are never touched."""
+    return QSettings(str(tmp_path / "forma-gui.ini"), QSettings.IniFormat)
+
+
+@pytest.fixture
+def window(qtbot, settings, stub_loader) -> MainWindow:
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.show()
+    qtbot.waitExposed(win)
+    win.open_default()
+    qtbot.waitUntil(lambda: win.session.tokenizer is not None and not win.loading, timeout=20_000)
+    return win
+
+
+def _tokenize_view(win: MainWindow):
+    return win.view("Tokenize")
+
+
+def _wait_tokens(qtbot, view, text: str) -> None:
+    """Wait until the view shows the segmentation of `text`."""
+    qtbot.waitUntil(lambda: view.text == text and view.canvas.laid_out, timeout=30_000)
+
+
+def test_opens_on_embedded_default(window):
+    tok = window.session.tokenizer
+    assert window.session.path == str(default_tokenizer_path())
+    assert f"{tok.vocab_size:,} tokens" in window.vocab_label.text()
+    assert window.last_error is None
+
+
+def test_typing_matches_encode(qtbot, window):
+    view = _tokenize_view(window)
+    view.editor.clear()
+    qtbot.keyClicks(view.editor, "Hello world, it's   42 tokens!")
+    text = view.editor.toPlainText()
+    _wait_tokens(qtbot, view, text)
+    ids = window.session.tokenizer.encode(text)
+    assert view.table.objectName() == "tokenTable"
+    assert view.model.rowCount() == len(ids)
+    assert [view.model.tokens[r].id for r in range(len(ids))] == ids
+    assert window.session.text == text
+    assert f"<b>{len(ids):,}</b> tokens" in view.stats.text()
+
+
+def test_unicode_text_renders_partial_tokens_as_hex(qtbot, window):
+    view = _tokenize_view(window)
+    text = "Привет 東京 👩‍💻 €"
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    tok = window.session.tokenizer
+    assert [t.id for t in view.tokens] == tok.encode(text)
+    partial = [k for k, t in enumerate(view.tokens) if t.partial]
+    assert partial, "expected at least one token that splits a character"
+    for k in range(len(view.tokens)):
+        assert "\ufffd" not in view.canvas.label(k)
+    for k in partial:
+        data = view.tokens[k].data
+        assert any(f"{b:02X}" in view.canvas.label(k) for b in data if b >= 0x80)
+
+
+def test_toggles_change_rendering(qtbot, window):
+    view = _tokenize_view(window)
+    text = "Hello world\n"
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    world = next(k for k, t in enumerate(view.tokens) if t.data == b" world")
+    canvas = view.canvas
+    assert canvas.label(world) == " world"
+    view.ws_box.setChecked(True)
+    assert canvas.label(world) == "·world"
+    newline = next(k for k, t in enumerate(view.tokens) if t.data == b"\n")
+    assert canvas.label(newline) == "↵"
+    view.stored_box.setChecked(True)
+    assert canvas.label(world) == view.tokens[world].piece == "Ġworld"
+    height = canvas._line_h
+    view.ids_box.setChecked(True)
+    assert canvas._line_h > height
+    qtbot.waitUntil(lambda: canvas.laid_out)
+    view.stored_box.setChecked(False)
+    view.ws_box.setChecked(False)
+    assert canvas.label(world) == " world"
+
+
+def test_byte_pieces_of_one_character_form_a_group(qtbot, window):
+    view = _tokenize_view(window)
+    text = "a東b"
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    tokens = view.tokens
+    parts = [k for k, t in enumerate(tokens) if t.start == 1 and t.end == 2]
+    if len(parts) < 2:
+        pytest.skip("this vocabulary encodes 東 as a single token")
+    canvas = view.canvas
+    item = canvas._item_of_token(parts[0])
+    assert canvas._item_tokens(item) == (parts[0], parts[-1] + 1)
+    assert canvas._group_char(parts[0], parts[-1] + 1) == "東"
+    assert all(tokens[k].partial for k in parts)
+
+
+def test_click_selects_token_everywhere(qtbot, window):
+    view = _tokenize_view(window)
+    text = "Hello world"
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    k = next(k for k, t in enumerate(view.tokens) if t.data == b" world")
+    rect = view.canvas.token_rect(k)
+    with qtbot.waitSignal(window.session.token_selected) as blocker:
+        qtbot.mouseClick(view.canvas.viewport(), Qt.LeftButton, pos=rect.center().toPoint())
+    tok = view.tokens[k]
+    assert blocker.args == [tok.id]
+    assert view.canvas.selected == k
+    assert view.table.selectionModel().isRowSelected(k)
+    (selection,) = view.editor.extraSelections()
+    assert (selection.cursor.selectionStart(), selection.cursor.selectionEnd()) == (tok.start, tok.end)
+    steps = window.session.tokenizer.merge_steps(" world")
+    assert view.merge_model.rowCount() == (len(steps) + 1 if steps else 0)
+    assert "id" in view.canvas.tooltip(k) and "20 77 6F 72 6C 64" in view.canvas.tooltip(k)
+
+
+def test_large_input_tokenizes_in_worker(qtbot, window):
+    view = _tokenize_view(window)
+    text = "The quick brown fox jumps over the lazy dog. " * (INLINE_CHARS // 20)
+    view.editor.setPlainText(text)
+    qtbot.waitUntil(lambda: view._runner.busy or view.text == text, timeout=5_000)
+    _wait_tokens(qtbot, view, text)
+    assert view.model.rowCount() == len(window.session.tokenizer.encode(text))
+
+
+def test_corrupt_file_keeps_previous_tokenizer(qtbot, window, tmp_path):
+    before = window.session.tokenizer
+    bad = tmp_path / "broken.model"
+    bad.write_bytes(b"\x00\x01\x02 definitely not a tokenizer")
+    window.open_path(bad)
+    qtbot.waitUntil(lambda: window.last_error is not None and not window.loading, timeout=10_000)
+    assert str(bad) in window.last_error
+    assert "at byte 0" in window.last_error
+    assert window.session.tokenizer is before
+    assert window.session.path == str(default_tokenizer_path())
+    assert window._error_box.isVisible()
+    window._error_box.close()
+    view = _tokenize_view(window)
+    view.editor.setPlainText("still works")
+    _wait_tokens(qtbot, view, "still works")
+    assert view.model.rowCount() == len(before.encode("still works"))
+
+
+def test_missing_file_names_it(qtbot, window, tmp_path):
+    missing = tmp_path / "nope.gguf"
+    window.open_path(missing)
+    qtbot.waitUntil(lambda: window.last_error is not None, timeout=10_000)
+    assert str(missing) in window.last_error
+
+
+def test_open_folder_and_recent_files(qtbot, window, settings, tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("encoder.json", "vocab.bpe"):
+        (folder / name).write_bytes((default_tokenizer_path().parent / name).read_bytes())
+    if not _has_gpt2_loader():
+        pytest.skip("the GPT-2 vocab.json loader is not in this build yet")
+    window.open_path(folder)
+    qtbot.waitUntil(lambda: window.session.path == str(folder) and not window.loading, timeout=20_000)
+    assert window.last_error is None
+    assert window.recent_files()[0] == str(folder)
+    assert QSettings(settings.fileName(), QSettings.IniFormat).value("recentFiles") is not None
+
+
+def test_drop_opens_the_dropped_path(qtbot, window, tmp_path, monkeypatch):
+    opened = []
+    monkeypatch.setattr(window, "open_path", opened.append)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(tmp_path))])
+    event = QDropEvent(QPointF(10, 10), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    window.dropEvent(event)
+    assert opened == [str(tmp_path)]
+
+
+def test_missing_view_is_left_out(qtbot, settings, monkeypatch, caplog):
+    monkeypatch.setattr(mw, "VIEWS", {"Tokenize": mw.VIEWS["Tokenize"],
+                                      "Nothing": "forma_gui.app.no_such_view:Nope"})
+    with caplog.at_level(logging.WARNING):
+        win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    titles = [win.tabs.tabText(i) for i in range(win.tabs.count())]
+    assert titles == ["Tokenize"]
+    assert "no_such_view" in caplog.text
+
+
+def test_views_are_built_lazily(qtbot, window):
+    assert "Vocabulary" not in window.views
+    index = next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Vocabulary")
+    window.tabs.setCurrentIndex(index)
+    assert window.views["Vocabulary"].objectName() == "vocabView"
+    assert window.views["Vocabulary"].findChild(QTableView, "vocabTable") is not None

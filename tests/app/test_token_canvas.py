@@ -1,0 +1,89 @@
+"""The chip rendering: the fast layout equals the reference one; labels never show U+FFFD."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from forma_gui.app.palette import assign_shades, hue_index
+from forma_gui.app.token_canvas import TokenCanvas, utf8_runs
+from tests.app._stub_tokenizer import StubTokenizer
+from tests.conftest import MAX_EXAMPLES
+
+TEXT = ("Hello world! don't\n\n\n\tthe cat is €5 東京 👩\u200d💻 <|end|> "
+        + "x" * 400 + "\r\n" + "Привет\u0301 мир\n")
+
+
+@pytest.fixture
+def canvas(qtbot):
+    widget = TokenCanvas()
+    qtbot.addWidget(widget)
+    widget.resize(600, 400)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def _layout(canvas: TokenCanvas, fast: bool) -> tuple:
+    canvas.fast_layout = fast
+    canvas._reset_layout()
+    canvas._timer.stop()
+    while not canvas.laid_out:
+        canvas._layout_slice()
+        canvas._timer.stop()
+    return (list(canvas._item_first), list(canvas._item_x), list(canvas._item_w),
+            list(canvas._line_item), bytes(canvas._slot), bytes(canvas._shade))
+
+
+@pytest.mark.parametrize("stored,ws,ids", list(itertools.product([False, True], repeat=3)))
+def test_fast_layout_equals_reference(canvas, stored, ws, ids):
+    tok = StubTokenizer()
+    canvas.set_segmentation(TEXT, tok.segment(TEXT, special=True))
+    canvas.set_options(as_stored=stored, visible_ws=ws, show_ids=ids)
+    assert _layout(canvas, fast=True) == _layout(canvas, fast=False)
+
+
+def test_items_tile_the_tokens_and_lines_are_ordered(canvas):
+    tokens = StubTokenizer().segment(TEXT)
+    canvas.set_segmentation(TEXT, tokens)
+    first, xs, widths, lines, slots, shades = _layout(canvas, fast=True)
+    assert first[0] == 0 and first == sorted(set(first))
+    assert list(lines) == sorted(lines)
+    assert len(slots) == len(tokens)
+    # colours: hue from the id, shade alternates exactly where palette.assign_shades says
+    assert list(slots) == [hue_index(t.id) for t in tokens]
+    assert list(shades) == assign_shades([t.id for t in tokens])[1]
+    for item, x, w in zip(range(len(first)), xs, widths):
+        assert x >= 0 and x + w <= canvas.viewport().width()
+
+
+def test_one_character_in_bytes_is_one_group(canvas):
+    tokens = StubTokenizer().segment("a東b")  # 東 = E6 9D B1, three byte tokens
+    canvas.set_segmentation("a東b", tokens)
+    _layout(canvas, fast=True)
+    assert [t.partial for t in tokens] == [False, True, True, True, False]
+    assert canvas._item_tokens(canvas._item_of_token(1)) == (1, 4)
+    assert canvas._group_char(1, 4) == "東"
+    assert [canvas.label(k) for k in (1, 2, 3)] == ["E6", "9D", "B1"]
+    assert "partial" in canvas.tooltip(2) and "9D" in canvas.tooltip(2)
+
+
+def test_clicks_hit_the_token_under_the_mouse(canvas):
+    tokens = StubTokenizer().segment(TEXT)
+    canvas.set_segmentation(TEXT, tokens)
+    _layout(canvas, fast=True)
+    for k in range(0, len(tokens), 7):
+        rect = canvas.token_rect(k)
+        if rect.bottom() > canvas.viewport().height():
+            break
+        assert canvas.token_at(rect.center()) == k
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.binary(max_size=24))
+def test_runs_cover_the_bytes_without_replacement_characters(data):
+    runs = utf8_runs(data)
+    rebuilt = b"".join(bytes.fromhex(t) if is_hex else t.encode() for t, is_hex in runs)
+    assert rebuilt == data
+    assert all("\ufffd" not in t for t, is_hex in runs if not is_hex) or "\ufffd".encode() in data
