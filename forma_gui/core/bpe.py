@@ -44,7 +44,11 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Generic, Hashable, Iterable, Mapping, Sequence, TypeVar
+from typing import (Callable, Generic, Hashable, Iterable, Iterator, Mapping, Sequence,
+                    TypeVar)
+
+from forma_gui.core.byte_map import BYTE_TO_UNICODE
+from forma_gui.core.patterns import ALIASES, PATTERNS, compile_pattern, resolve_name
 
 END_OF_WORD = "</w>"
 
@@ -58,7 +62,6 @@ PAPER_MERGES = 10
 RUNNERS_UP = 8
 
 S = TypeVar("S", bound=Hashable)  # a symbol: str (word dictionary) or int (byte level)
-Pair = tuple  # (left, right) symbols
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +115,7 @@ class Training:
 
     def words_at(self, n: int) -> dict[str, int]:
         """The dictionary after the first `n` merges (words that become equal add up)."""
-        current = {w: w for w in self.initial}
+        current = {w: " ".join(w.split()) for w in self.initial}
         for step in self.steps[:n]:
             renamed = dict(step.changed)
             current = {w: renamed.get(c, c) for w, c in current.items()}
@@ -249,18 +252,22 @@ class PairIndex(Generic[S]):
 
     def replace_word(self, index: int, new: list[S]) -> None:
         """Swap word `index` for `new`, updating the counts of the pairs that differ."""
-        old_pairs = Counter(zip(self.words[index], self.words[index][1:]))
-        new_pairs = Counter(zip(new, new[1:]))
-        freq = self.freqs[index]
+        old = self.words[index]
         self.words[index] = new
-        for pair in old_pairs.keys() | new_pairs.keys():
-            if new_pairs[pair]:
+        delta: dict[tuple[S, S], int] = {}
+        for pair in zip(old, old[1:]):
+            delta[pair] = delta.get(pair, 0) - 1
+        present = set(zip(new, new[1:]))
+        for pair in zip(new, new[1:]):
+            delta[pair] = delta.get(pair, 0) + 1
+        freq = self.freqs[index]
+        for pair, d in delta.items():
+            if d > 0:
                 self.where.setdefault(pair, set()).add(index)
-            else:
+            elif d < 0 and pair not in present:
                 self.where[pair].discard(index)
-            delta = new_pairs[pair] - old_pairs[pair]
-            if delta:
-                self._add(pair, delta * freq)
+            if d:
+                self._add(pair, d * freq)
 
     def _add(self, pair: tuple[S, S], delta: int) -> None:
         count = self.counts.get(pair, 0) + delta
@@ -398,44 +405,20 @@ class ByteLevelTraining:
 
 def pattern_names() -> list[str]:
     """The pre-tokenizer pattern names the byte-level trainer accepts."""
-    return list(_patterns())
+    return list(PATTERNS)
 
 
 def pattern_regex(name: str) -> str:
     """A named pre-tokenizer pattern's regex; ValueError naming the known ones otherwise."""
-    table = _patterns()
-    if name not in table:
-        raise ValueError(f"unknown pre-tokenizer pattern {name!r}; known: {', '.join(table)}")
-    return table[name]
-
-
-def _patterns() -> dict[str, str]:
-    try:
-        from forma_gui.core.patterns import PATTERNS
-    except ImportError:  # TODO: helper A's patterns module
-        PATTERNS = {"gpt2": r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""}
-    return PATTERNS
+    if ALIASES.get(name, name) not in PATTERNS:
+        raise ValueError(f"unknown pre-tokenizer pattern {name!r}; known: {', '.join(PATTERNS)}")
+    return resolve_name(name)
 
 
 def count_pretokens(text: str, pattern: str) -> Counter[bytes]:
     """Distinct pre-tokens of `text` (UTF-8 bytes) with their counts, in first-seen order."""
-    import regex
-
-    compiled = regex.compile(pattern_regex(pattern))
+    compiled = compile_pattern(pattern_regex(pattern))
     return Counter(m.encode("utf-8") for m in compiled.findall(text))
-
-
-def byte_to_unicode() -> dict[int, str]:
-    """GPT-2's printable character for each byte."""
-    try:
-        from forma_gui.core.byte_map import BYTE_TO_UNICODE
-        return BYTE_TO_UNICODE
-    except ImportError:  # TODO: helper A's byte_map
-        keep = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-        moved = [b for b in range(256) if b not in keep]
-        table = {b: chr(b) for b in keep}
-        table.update({b: chr(0x100 + i) for i, b in enumerate(moved)})
-        return table
 
 
 def tie_order() -> list[int]:
@@ -444,9 +427,8 @@ def tie_order() -> list[int]:
     >>> order = tie_order(); order[ord("!")], order[ord(" ")]
     (0, 220)
     """
-    table = byte_to_unicode()
     place = [0] * 256
-    for i, b in enumerate(sorted(range(256), key=table.__getitem__)):
+    for i, b in enumerate(sorted(range(256), key=BYTE_TO_UNICODE.__getitem__)):
         place[b] = i
     return place
 
@@ -499,49 +481,71 @@ def _byte_best(index: PairIndex[int], n: int, banned: set) -> list[tuple[tuple[i
     return out
 
 
+class ByteLevelTrainer:
+    """The incremental byte-level trainer; `run()` yields after each merge (for workers).
+
+    >>> trainer = ByteLevelTrainer("aaabdaaabac", 3)
+    >>> list(trainer.run()), trainer.training.merges
+    ([1, 2, 3], [(97, 97), (97, 98), (256, 257)])
+    """
+
+    def __init__(self, text: str, num_merges: int, *, pattern: str = "gpt2",
+                 top: int = RUNNERS_UP) -> None:
+        _check_merges(num_merges)
+        counted = count_pretokens(text, pattern)
+        self.num_merges, self.top = num_merges, top
+        # Inside, bytes are renumbered by tie order so that the heap's "smallest pair" is
+        # the tie rule; merged tokens keep their rank (256 + i) in both numberings.
+        order = tie_order()
+        self._byte_at = sorted(range(256), key=order.__getitem__)
+        self.index: PairIndex[int] = PairIndex([[order[b] for b in w] for w in counted],
+                                               list(counted.values()))
+        self.training = ByteLevelTraining(pattern, n_words=len(counted))
+        self._known = set(self.training.ranks)
+        self._banned: set[tuple[int, int]] = set()
+
+    def _outside(self, pair: tuple[int, int]) -> tuple[int, int]:
+        return tuple(self._byte_at[x] if x < 256 else x for x in pair)
+
+    def run(self) -> Iterator[int]:
+        """Merge until `num_merges` or no pair is left, yielding the merges done after each."""
+        training = self.training
+        while len(training.merges) < self.num_merges:
+            ranked = _byte_best(self.index, self.top + 1, self._banned)
+            if not ranked:
+                return
+            (best, count), rest = ranked[0], ranked[1:]
+            pair = self._outside(best)
+            merged = training.token_bytes(pair[0]) + training.token_bytes(pair[1])
+            if merged in self._known:  # never happens for this trainer; see the module docstring
+                self._banned.add(best)
+                training.skipped.append(pair)
+                continue
+            changed = self.index.merge(best, training.vocab_size)
+            runners = tuple(PairCount(self._outside(p), c, c == count) for p, c in rest)
+            training.steps.append(Step(len(training.merges), pair, count, runners, (), len(changed)))
+            training._append(pair)
+            self._known.add(merged)
+            yield len(training.merges)
+
+
 def train_bytelevel(text: str, num_merges: int, *, pattern: str = "gpt2",
                     top: int = RUNNERS_UP,
                     progress: Callable[[int, int], None] | None = None,
                     should_stop: Callable[[], bool] | None = None) -> ByteLevelTraining:
     """Train `num_merges` byte-level merges on `text` split by the named `pattern`.
 
-    `progress(done, total)` is called after each merge; when `should_stop()` turns true the
-    training ends early with `cancelled=True` and the merges so far.
+    `progress(done, total)` is called after each merge; when `should_stop()` turns true
+    (checked before each merge) the training ends with `cancelled=True` and the merges so far.
     """
-    _check_merges(num_merges)
-    counted = count_pretokens(text, pattern)
-    # Inside, bytes are renumbered by tie order so that the heap's "smallest pair" is the
-    # tie rule; merged tokens keep their rank (256 + i) in both numberings.
-    order = tie_order()
-    byte_at = sorted(range(256), key=order.__getitem__)
-    index: PairIndex[int] = PairIndex([[order[b] for b in w] for w in counted],
-                                      list(counted.values()))
-    training = ByteLevelTraining(pattern, n_words=len(counted))
-
-    def outside(pair: tuple[int, int]) -> tuple[int, int]:
-        return tuple(byte_at[x] if x < 256 else x for x in pair)
-
-    known = set(training.ranks)
-    banned: set[tuple[int, int]] = set()
-    while len(training.merges) < num_merges:
-        if should_stop is not None and should_stop():
-            training.cancelled = True
+    trainer = ByteLevelTrainer(text, num_merges, pattern=pattern, top=top)
+    run = trainer.run()
+    while not (should_stop is not None and should_stop()):
+        done = next(run, None)
+        if done is None:
             break
-        ranked = _byte_best(index, top + 1, banned)
-        if not ranked:
-            break
-        (best, count), rest = ranked[0], ranked[1:]
-        pair = outside(best)
-        merged = training.token_bytes(pair[0]) + training.token_bytes(pair[1])
-        if merged in known:  # never happens for this trainer; see the module docstring
-            banned.add(best)
-            training.skipped.append(pair)
-            continue
-        changed = index.merge(best, training.vocab_size)
-        runners = tuple(PairCount(outside(p), c, c == count) for p, c in rest)
-        training.steps.append(Step(len(training.merges), pair, count, runners, (), len(changed)))
-        training._append(pair)
-        known.add(merged)
         if progress is not None:
-            progress(len(training.merges), num_merges)
-    return training
+            progress(done, num_merges)
+    else:
+        trainer.training.cancelled = len(trainer.training.merges) < num_merges
+    return trainer.training

@@ -40,6 +40,8 @@ def test_words_at_replays_the_steps():
     assert training.words_at(0) == PAPER_EXAMPLE
     assert training.words_at(10) == PAPER_WORDS
     assert training.words_at(3)["n e w est</w>"] == 6
+    # irregular spacing in the keys, and words that become equal, add up
+    assert learn_bpe({"a  b": 1, "ab": 2}, 1).words_at(1) == {"ab": 3}
 
 
 def test_stops_cleanly_when_no_pair_is_left():
@@ -83,6 +85,7 @@ def test_incremental_equals_reference(vocab, num_merges):
     assert fast.merges == slow.merges
     assert fast.words == slow.words
     assert fast.steps == slow.steps
+    assert fast.words_at(len(fast.steps)) == fast.words
 
 
 # ---- byte level ------------------------------------------------------------------------
