@@ -20,7 +20,7 @@ from forma_gui.errors import FormatError
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo, storage_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
-    from forma_gui.core.tensor import Layout
+    from forma_gui.core.tensor import BlockLayout
 
 __all__ = ["TensorInfo", "WeightFile", "open_weights"]
 
@@ -84,14 +84,14 @@ class WeightFile:
                               path=t.file, offset=t.offset)
         return _dequantize_blocks(raw, t.dtype).reshape(t.shape)
 
-    def layout(self, name: str) -> Layout:
-        """The tensor's row-major element layout (strides in elements, file offset in bytes)."""
-        from forma_gui.core.tensor import Layout
+    def layout(self, name: str) -> BlockLayout:
+        """Where each element's block lives in the file (element types: blocks of one)."""
+        from forma_gui.core.tensor import BlockLayout
 
         t = self.tensor(name)
         if t.dtype in ELEMENT_STORAGE:
-            return Layout(t.shape, offset=t.offset, itemsize=storage_dtype(t.dtype).itemsize)
-        return Layout(t.shape, offset=t.offset)
+            return BlockLayout(t.shape, 1, storage_dtype(t.dtype).itemsize, t.offset)
+        return BlockLayout.of(t.shape, t.dtype, t.offset)
 
     def _source(self, t: TensorInfo) -> _Source:
         source = self._sources.get(t.file)
