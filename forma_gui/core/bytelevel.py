@@ -1,0 +1,503 @@
+"""Byte-level BPE (GPT-2, tiktoken, HF ``BPE`` + ``ByteLevel``): `ByteLevelBPETokenizer`.
+
+Two ways to build one:
+
+* ``ByteLevelBPETokenizer(vocab, merges, pattern=...)`` from raw vocabulary data: `vocab` is
+  the list of pieces indexed by id (or a ``{piece: id}`` mapping, as in vocab.json), pieces
+  spelled in GPT-2's byte alphabet (``Ġworld``); `merges` is a list of ``"left right"``
+  strings or ``(left, right)`` pairs, rank = index in the list. This is what vocab.json +
+  merges.txt, tokenizer.json and GGUF (``tokenizer.ggml.tokens`` + ``tokenizer.ggml.merges``
+  + a llama.cpp pre-tokenizer regex) provide.
+* ``ByteLevelBPETokenizer.from_ranks(ranks, pattern=...)`` from a tiktoken rank table
+  (``{token bytes: rank}``), where the rank is both the merge priority and the id.
+
+Encoding ordinary text:
+
+1. `prepare`: lone surrogates -> U+FFFD and surrogate pairs joined (tiktoken's fix-up:
+   ``text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")``), then the
+   normalizer (NFC/NFKC/NFD/NFKD), then HF's ``add_prefix_space``.
+2. `pre_tokenize`: the pattern(s) cut the text into pre-tokens (spans); text between matches
+   is kept as its own pre-token (HF ``Split(behavior="Isolated")``).
+3. `encode_pretoken`: BPE over the UTF-8 bytes of each pre-token, cached per pre-token string.
+
+so that ``encode(t) == [i for s, e in pre_tokenize(p) for i in encode_pretoken(p[s:e])]``
+with ``p = prepare(t)``. The live-editing path builds on exactly these three calls.
+
+Speed: for the patterns in `patterns.SPACE_SAFE` the text is first cut at spaces that follow
+a non-space (an exact pre-token boundary for them) and each chunk's ids are cached too; a warm
+encode is then one C-level cut plus a C-level gather (``map(cache.__getitem__, chunks)``).
+A pre-token that is a whole vocabulary entry is looked up directly where the reference
+library does so (tiktoken always, HF with ``ignore_merges``). Caches are bounded
+(`CACHE_LIMIT` entries each; cleared when full).
+
+Bytes with no vocabulary entry (possible in vocab.json/GGUF vocabularies, never in tiktoken
+files) become `unk_id` if one is given and are dropped otherwise, as HF tokenizers does.
+"""
+from __future__ import annotations
+
+import unicodedata
+from itertools import chain
+from typing import Iterable, Mapping, Sequence
+
+import regex
+
+from forma_gui.core import patterns as pats
+from forma_gui.core.bpe_encoder import (
+    NO_RANK, bpe_steps, merge_pairs, merge_ranked, ranked_pair_rank,
+)
+from forma_gui.core.byte_map import (
+    BYTE_TO_UNICODE, bytes_to_pieces, bytes_to_unicode_str, pieces_to_bytes,
+    unicode_str_to_bytes,
+)
+from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer
+
+#: entries per cache (pre-token cache and chunk cache) before it is cleared
+CACHE_LIMIT = 1 << 18
+#: the normalizers a byte-level tokenizer can apply (HF normalizer type -> unicodedata form)
+NORMALIZERS = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD"}
+
+
+class MergeError(ValueError):
+    """A merge that cannot be used; `index` is its position in the merges list."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+def replace_surrogates(text: str) -> str:
+    """tiktoken's fix-up for text that is not valid UTF-8: join surrogate pairs, lone ones -> U+FFFD.
+
+    >>> replace_surrogates("a\\ud800b\\ud83d\\ude00")
+    'a\\ufffdb😀'
+    """
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def utf8(text: str) -> bytes:
+    """UTF-8 bytes of text, with `replace_surrogates` applied if needed."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return replace_surrogates(text).encode("utf-8")
+
+
+class ByteLevelBPETokenizer(Tokenizer):
+    """Byte-level BPE over GPT-2's byte alphabet; see the module docstring."""
+
+    kind = "byte-level BPE"
+    piece_style = "bytelevel"
+
+    def __init__(self, vocab: Sequence[str | None] | Mapping[str, int],
+                 merges: Iterable[str | Sequence[str]], *,
+                 pattern: str | regex.Pattern | Sequence[str | regex.Pattern] = "gpt2",
+                 added_tokens: Sequence[AddedToken] = (), normalizer: str | Sequence[str] | None = None,
+                 add_prefix_space: bool = False, ignore_merges: bool = False,
+                 unk_id: int | None = None, fuse_unk: bool = False, strict: bool = True,
+                 name: str = "", path: str | None = None) -> None:
+        """Build from pieces and merges (see module docstring).
+
+        `strict=False` skips merges whose parts or result are not in the vocabulary instead of
+        raising `MergeError` (GGUF files are sometimes inconsistent there).
+        """
+        super().__init__(name=name, path=path, added_tokens=added_tokens)
+        pieces = _pieces_by_id(vocab)
+        self._pieces: list[str] | None = pieces
+        self._bytes, self._literal = _decode_pieces(pieces)
+        self._piece_ids: dict[str, int] | None = None
+        self._ranks: dict[bytes, int] | None = None
+        self._setup_merges(merges, strict)
+        self._ignore_merges = ignore_merges
+        self.unk_id = unk_id
+        self._fuse_unk = fuse_unk
+        self._setup_common(pattern, normalizer, add_prefix_space)
+
+    @classmethod
+    def from_ranks(cls, ranks: Mapping[bytes, int], *,
+                   pattern: str | regex.Pattern | Sequence[str | regex.Pattern] = "gpt2",
+                   added_tokens: Sequence[AddedToken] = (), name: str = "",
+                   path: str | None = None) -> "ByteLevelBPETokenizer":
+        """Build from a tiktoken rank table {token bytes: rank}; rank == id == merge priority."""
+        self = cls.__new__(cls)
+        Tokenizer.__init__(self, name=name, path=path, added_tokens=added_tokens)
+        ranks = dict(ranks)
+        size = max(ranks.values(), default=-1) + 1
+        if ranks and len(ranks) == size and all(map(int.__eq__, ranks.values(), range(size))):
+            token_bytes = list(ranks)  # the usual case: a file sorted by rank, no gaps
+        else:
+            token_bytes = [b""] * size
+            for data, rank in ranks.items():
+                token_bytes[rank] = data
+        self._bytes, self._literal = token_bytes, set()
+        self._holes = set() if len(ranks) == size else set(range(size)).difference(ranks.values())
+        self._pieces = None  # spelled lazily: most uses never ask
+        self._piece_ids = None
+        self._ranks = ranks
+        self._merges = None
+        self._ignore_merges = True  # tiktoken looks the whole pre-token up first
+        self._fuse_unk = False
+        self._setup_common(pattern, None, False)
+        return self
+
+    # ---- construction helpers ---------------------------------------------------------------
+    def _setup_merges(self, merges: Iterable[str | Sequence[str]], strict: bool) -> None:
+        """The merges as an id-space table: (left << shift | right) -> (rank << shift | merged).
+
+        A pair listed twice keeps its last rank, as HF tokenizers' merge map does.
+        """
+        merges = list(merges)
+        self._holes = {i for i, data in enumerate(self._bytes) if not data} if b"" in self._bytes else set()
+        self._encoder = dict(zip(self._bytes, range(len(self._bytes))))
+        self._encoder.pop(b"", None)
+        for i in self._literal:  # literal pieces are never BPE symbols
+            if self._encoder.get(self._bytes[i]) == i:
+                del self._encoder[self._bytes[i]]
+        self._shift = shift = max(len(self._bytes), 2).bit_length()
+        triples = _merge_id_columns(merges, self._piece_id_map())
+        if triples is None:  # some merge is malformed or unknown: find it (or skip the bad ones)
+            triples = _merge_id_rows(merges, self._piece_id_map(), strict)
+        ranks, lefts, rights, merged = triples
+        keys = [a << shift | b for a, b in zip(lefts, rights)]
+        values = [r << shift | m for r, m in zip(ranks, merged)]
+        self._merges = dict(zip(keys, values))
+        self._merge_rank = dict(zip(reversed(merged), reversed(ranks)))  # first merge making an id
+        self._byte_ids = [self._encoder.get(bytes([b])) for b in range(256)]
+
+    def _setup_common(self, pattern, normalizer, add_prefix_space: bool) -> None:
+        self._patterns = _compile_all(pattern)
+        self._space_safe = len(self._patterns) == 1 and pats.is_space_safe(self._patterns[0])
+        forms = [normalizer] if isinstance(normalizer, str) else list(normalizer or ())
+        for form in forms:
+            if form not in NORMALIZERS:
+                raise ValueError(f"unsupported normalizer {form!r} (supported: {', '.join(NORMALIZERS)})")
+        self._forms = [NORMALIZERS[f] for f in forms]
+        self.add_prefix_space = add_prefix_space
+        self._piece_cache: dict[str, tuple[int, ...]] = {}
+        self._chunk_cache: dict[str, tuple[int, ...]] = {}
+        if self._ranks is not None:
+            self._encoder = self._ranks
+        self._added_by_id = {t.id: t for t in self.added_tokens}
+        self._install_added()
+
+    def _install_added(self) -> None:
+        """Added tokens get their content as piece and UTF-8 bytes, growing the id space if needed."""
+        top = max(self._added_by_id, default=-1) + 1
+        if top > len(self._bytes):
+            self._holes.update(range(len(self._bytes), top))
+            self._bytes = self._bytes + [b""] * (top - len(self._bytes))
+            if self._pieces is not None:
+                self._pieces = self._pieces + [""] * (top - len(self._pieces))
+        for token in self.added_tokens:
+            self._bytes[token.id] = token.content.encode("utf-8")
+            self._holes.discard(token.id)
+            if self._pieces is not None:
+                self._pieces[token.id] = token.content
+        self._piece_ids = None
+
+    def _piece_id_map(self) -> dict[str, int]:
+        if self._piece_ids is None:
+            self._piece_ids = {p: i for i, p in enumerate(self.pieces) if p}
+        return self._piece_ids
+
+    # ---- the Tokenizer interface ----------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return len(self._bytes)
+
+    @property
+    def pieces(self) -> list[str]:
+        """All pieces, indexed by id ("" for ids no entry uses)."""
+        if self._pieces is None:
+            pieces = bytes_to_pieces(self._bytes)
+            for token in self.added_tokens:
+                pieces[token.id] = token.content
+            self._pieces = pieces
+        return self._pieces
+
+    def piece(self, token_id: int) -> str:
+        return self.pieces[self._check_id(token_id)]
+
+    def id_of(self, piece: str) -> int | None:
+        return self._piece_id_map().get(piece)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return self._bytes[self._check_id(token_id)]
+
+    def token_type(self, token_id: int) -> str:
+        added = self._added_by_id.get(self._check_id(token_id))
+        if added is not None:
+            return "control" if added.special else "user-defined"
+        if token_id in self._holes:
+            return "unused"
+        return "user-defined" if token_id in self._literal else "normal"
+
+    def token_score(self, token_id: int) -> float | None:
+        """The merge rank that creates the token (tiktoken: its rank); None for bytes and added tokens."""
+        self._check_id(token_id)
+        if token_id in self._added_by_id or token_id in self._holes:
+            return None
+        if self._ranks is not None:
+            return token_id if len(self._bytes[token_id]) > 1 else None
+        return self._merge_rank.get(token_id)
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        ids = list(ids)
+        if ids and (min(ids) < 0 or max(ids) >= len(self._bytes)):
+            bad = next(i for i in ids if not 0 <= i < len(self._bytes))
+            self._check_id(bad)
+        return b"".join(map(self._bytes.__getitem__, ids))
+
+    def _check_id(self, token_id: int) -> int:
+        if not 0 <= token_id < len(self._bytes):
+            raise IndexError(f"token id {token_id} is outside 0..{len(self._bytes) - 1}")
+        return token_id
+
+    # ---- encoding ------------------------------------------------------------------------------
+    def prepare(self, text: str) -> str:
+        """The text the pattern sees: surrogates fixed, normalized, prefix space added."""
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                text = replace_surrogates(text)
+            for form in self._forms:
+                text = unicodedata.normalize(form, text)
+        if self.add_prefix_space and text and not text.startswith(" "):
+            text = " " + text
+        return text
+
+    def normalize(self, text: str) -> str:
+        """Only the normalizer (used to match added tokens flagged `normalized`)."""
+        for form in self._forms:
+            text = unicodedata.normalize(form, text)
+        return text
+
+    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the pre-tokens of `text` (apply `prepare` first to match `encode`)."""
+        spans = [(0, len(text))] if text else []
+        for pattern in self._patterns:
+            spans = [(start + s, start + e) for start, end in spans
+                     for s, e in pats.split_pieces(pattern, text[start:end])]
+        return spans
+
+    def encode_pretoken(self, piece: str) -> tuple[int, ...]:
+        """The ids of one pre-token (cached). `piece` should come from prepared text."""
+        ids = self._piece_cache.get(piece)
+        if ids is None:
+            ids = tuple(self._bpe(utf8(piece)))
+            if len(self._piece_cache) >= CACHE_LIMIT:
+                self._piece_cache.clear()
+            self._piece_cache[piece] = ids
+        return ids
+
+    def _encode_ordinary(self, text: str) -> list[int]:
+        text = self.prepare(text)
+        if not text:
+            return []
+        if self._space_safe:
+            return self._encode_chunks(pats.chunk_at_spaces(text))
+        encode = self.encode_pretoken
+        return [i for s, e in self.pre_tokenize(text) for i in encode(text[s:e])]
+
+    def _encode_chunks(self, chunks: list[str]) -> list[int]:
+        """Gather cached chunk ids at C speed; encode the chunks the cache lacks first."""
+        cache = self._chunk_cache
+        try:
+            return list(chain.from_iterable(map(cache.__getitem__, chunks)))
+        except KeyError:
+            pass
+        missing = set(chunks).difference(cache)
+        if len(cache) + len(missing) > CACHE_LIMIT:
+            cache.clear()
+        self._fill_chunks(missing, chunks[0], chunks[-1])
+        try:
+            return list(chain.from_iterable(map(cache.__getitem__, chunks)))
+        except KeyError:  # another thread cleared the cache in between
+            return [i for chunk in chunks for i in self._encode_chunk(chunk)]
+
+    def _fill_chunks(self, missing: set[str], first: str, last: str) -> None:
+        """Encode the missing chunks with one regex pass over all of them.
+
+        Every chunk but the text's first starts with a space, and every chunk but its last
+        ends with a non-space, so joined in this order each seam is an exact boundary.
+        """
+        order = [first] if first in missing else []
+        order += missing.difference((first, last))
+        if last in missing and last != first:
+            order.append(last)
+        pieces = iter(self._patterns[0].findall("".join(order)))
+        get, encode, cache = self._piece_cache.get, self.encode_pretoken, self._chunk_cache
+        for chunk in order:
+            ids: list[int] = []
+            left = len(chunk)
+            while left > 0:
+                piece = next(pieces)
+                left -= len(piece)
+                cached = get(piece)
+                ids += encode(piece) if cached is None else cached
+            if left:  # a pre-token crossed a seam: the pattern is not space-safe after all
+                raise RuntimeError(f"pattern {self._patterns[0].pattern!r} is not space-safe")
+            cache[chunk] = tuple(ids)
+
+    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
+        get = self._piece_cache.get
+        out: list[int] = []
+        for piece in self._patterns[0].findall(chunk):
+            ids = get(piece)
+            out += self.encode_pretoken(piece) if ids is None else ids
+        return tuple(out)
+
+    def clear_cache(self) -> None:
+        """Forget cached pre-token and chunk encodings (benchmarks measure cold starts with it)."""
+        self._piece_cache.clear()
+        self._chunk_cache.clear()
+
+    def _bpe(self, data: bytes) -> list[int]:
+        """BPE over the bytes of one pre-token -> ids."""
+        if self._ignore_merges:
+            token = self._encoder.get(data)
+            if token is not None:
+                return [token]
+        if self._ranks is not None:
+            return self._bpe_ranked(data)
+        symbols = list(map(self._byte_ids.__getitem__, data))
+        if None in symbols:
+            symbols = self._unknown_bytes(symbols)
+        return merge_pairs(symbols, self._merges, self._shift) if len(symbols) > 1 else symbols
+
+    def _bpe_ranked(self, data: bytes) -> list[int]:
+        symbols = merge_ranked(data, self._ranks)
+        try:
+            return list(map(self._ranks.__getitem__, symbols))
+        except KeyError:  # a rank table without some single bytes
+            return self._unknown_bytes(list(map(self._ranks.get, symbols)))
+
+    def _unknown_bytes(self, symbols: list[int | None]) -> list[int]:
+        """Missing symbols -> unk_id (fused if fuse_unk) or dropped, as HF tokenizers does."""
+        if self.unk_id is None:
+            return [s for s in symbols if s is not None]
+        out: list[int] = []
+        for s in symbols:
+            if s is None:
+                if self._fuse_unk and out and out[-1] == self.unk_id:
+                    continue
+                s = self.unk_id
+            out.append(s)
+        return out
+
+    # ---- merge steps for the GUI ----------------------------------------------------------------
+    def merge_steps(self, word: str) -> list[MergeStep]:
+        """The merges BPE performs on one pre-token (the byte-level rank order, even where the
+        encoder short-cuts a whole-vocabulary pre-token with a direct lookup)."""
+        steps = bpe_steps(utf8(word), self._pair_rank())
+        return [MergeStep(left=bytes_to_unicode_str(s.left), right=bytes_to_unicode_str(s.right),
+                          rank=s.rank, result=bytes_to_unicode_str(s.result), position=s.position,
+                          symbols=tuple(map(bytes_to_unicode_str, s.symbols)))
+                for s in steps]
+
+    def _pair_rank(self):
+        if self._ranks is not None:
+            return ranked_pair_rank(self._ranks)
+        encoder, table, shift = self._encoder, self._merges, self._shift
+
+        def pair_rank(left: bytes, right: bytes) -> int | None:
+            a, b = encoder.get(left), encoder.get(right)
+            if a is None or b is None:
+                return None
+            packed = table.get(a << shift | b, NO_RANK)
+            return None if packed == NO_RANK else packed >> shift
+
+        return pair_rank
+
+    def merge_rank(self, left: str, right: str) -> int | None:
+        """The rank of merging two pieces, or None if they do not merge."""
+        try:
+            return self._pair_rank()(unicode_str_to_bytes(left), unicode_str_to_bytes(right))
+        except ValueError:
+            return None
+
+
+# ---- module helpers ----------------------------------------------------------------------------
+
+def _pieces_by_id(vocab: Sequence[str | None] | Mapping[str, int]) -> list[str]:
+    """A piece list indexed by id ("" for unused ids) from a list or a {piece: id} mapping."""
+    if not isinstance(vocab, Mapping):
+        return [p or "" for p in vocab]
+    size = max(vocab.values(), default=-1) + 1
+    if len(vocab) == size and all(map(int.__eq__, vocab.values(), range(size))):
+        return list(vocab)
+    pieces = [""] * size
+    for piece, token_id in vocab.items():
+        if token_id < 0:
+            raise ValueError(f"negative id {token_id} for piece {piece!r}")
+        if pieces[token_id]:
+            raise ValueError(f"id {token_id} is used by both {pieces[token_id]!r} and {piece!r}")
+        pieces[token_id] = piece
+    return pieces
+
+
+def _decode_pieces(pieces: list[str]) -> tuple[list[bytes], set[int]]:
+    """Bytes of every piece; pieces outside the byte alphabet stand for their UTF-8 (literal)."""
+    try:
+        return pieces_to_bytes(pieces), set()
+    except ValueError:
+        pass
+    out: list[bytes] = []
+    literal: set[int] = set()
+    for i, piece in enumerate(pieces):
+        try:
+            out.append(unicode_str_to_bytes(piece))
+        except ValueError:
+            out.append(piece.encode("utf-8", "surrogatepass"))
+            literal.add(i)
+    return out, literal
+
+
+def _split_merge(merge: str | Sequence[str]) -> list[str]:
+    return merge.split(" ") if isinstance(merge, str) else list(merge)
+
+
+def _merge_id_columns(merges: list, piece_ids: dict[str, int]):
+    """(ranks, left ids, right ids, merged ids) at C speed, or None if any merge is unusable."""
+    parts = list(map(_split_merge, merges))
+    if any(len(p) != 2 for p in parts):
+        return None
+    lefts, rights = (list(c) for c in zip(*parts)) if parts else ([], [])
+    get = piece_ids.get
+    columns = [list(map(get, lefts)), list(map(get, rights)), list(map(get, map(str.__add__, lefts, rights)))]
+    if any(None in column for column in columns):
+        return None
+    return (range(len(merges)), *columns)
+
+
+def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):
+    """Like _merge_id_columns, one merge at a time: MergeError names the first bad one (strict),
+    otherwise bad merges are skipped."""
+    ranks: list[int] = []
+    columns: tuple[list[int], list[int], list[int]] = ([], [], [])
+    for rank, merge in enumerate(merges):
+        parts = _split_merge(merge)
+        if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+            problem = f"expected two pieces separated by one space, got {merge!r}"
+        else:
+            ids = (piece_ids.get(parts[0]), piece_ids.get(parts[1]), piece_ids.get(parts[0] + parts[1]))
+            if None not in ids:
+                ranks.append(rank)
+                for column, token_id in zip(columns, ids):
+                    column.append(token_id)
+                continue
+            names = (parts[0], parts[1], parts[0] + parts[1])
+            missing = next(name for name, i in zip(names, ids) if i is None)
+            problem = f"merge {parts[0]!r} + {parts[1]!r}: {missing!r} is not in the vocabulary"
+        if strict:
+            raise MergeError(problem, rank)
+    return (ranks, *columns)
+
+
+def _compile_all(pattern) -> list[regex.Pattern]:
+    """One compiled pattern per pre-tokenizer stage."""
+    items = [pattern] if isinstance(pattern, (str, regex.Pattern)) else list(pattern)
+    return [p if isinstance(p, regex.Pattern) else pats.get_pattern(p) for p in items]
+
+
+__all__ = ["ByteLevelBPETokenizer", "MergeError", "replace_surrogates", "utf8", "BYTE_TO_UNICODE"]

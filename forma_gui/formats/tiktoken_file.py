@@ -1,0 +1,139 @@
+"""tiktoken rank files (``cl100k_base.tiktoken``): one ``BASE64 RANK`` line per token.
+
+The files carry no pre-tokenizer pattern and no special tokens. The pattern comes from
+``pattern=`` or from the file name (``cl100k_base`` -> cl100k, ``r50k``/``p50k`` -> gpt2,
+``o200k_base`` -> o200k); the special tokens of the four OpenAI encodings are the ones
+tiktoken itself adds (tiktoken_ext/openai_public.py).
+
+Parsing is a handful of C-level passes over the whole file (split, base64, int), with a
+line-by-line pass only to name the line when something is wrong.
+"""
+from __future__ import annotations
+
+import binascii
+import os
+from itertools import repeat
+import sys
+from pathlib import Path
+
+from forma_gui.core.bytelevel import ByteLevelBPETokenizer
+from forma_gui.core.patterns import ALIASES, PATTERNS, resolve_name
+from forma_gui.core.tokenizer import AddedToken
+from forma_gui.errors import FormatError
+
+#: encoding name -> the special tokens tiktoken registers for it
+SPECIAL_TOKENS: dict[str, dict[str, int]] = {
+    "r50k_base": {"<|endoftext|>": 50256},
+    "p50k_base": {"<|endoftext|>": 50256},
+    "cl100k_base": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+}
+
+_STRICT = sys.version_info >= (3, 11)  # a2b_base64(strict_mode=) is new in 3.11
+_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def load_tiktoken(path: str | os.PathLike, *, pattern: str | None = None) -> ByteLevelBPETokenizer:
+    """Load a tiktoken rank file; FormatError if it is malformed or no pattern is known."""
+    path = Path(path)
+    encoding = encoding_name(path)
+    source = _pattern_for(path, encoding, pattern)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
+    ranks = parse_ranks(data, path)
+    specials = [AddedToken(content, token_id) for content, token_id in SPECIAL_TOKENS.get(encoding, {}).items()
+                if token_id not in _rank_ids(ranks)]
+    try:
+        return ByteLevelBPETokenizer.from_ranks(ranks, pattern=source, added_tokens=specials,
+                                                name=encoding, path=str(path))
+    except ValueError as e:
+        raise FormatError(str(e), path=path) from None
+
+
+def encoding_name(path: Path) -> str:
+    """The file name without .tiktoken (``cl100k_base``)."""
+    name = path.name
+    return name[: -len(".tiktoken")] if name.endswith(".tiktoken") else path.stem
+
+
+def _pattern_for(path: Path, encoding: str, pattern: str | None) -> str:
+    if pattern:
+        return resolve_name(pattern)
+    for key in (encoding, encoding.split(".")[0]):
+        if key in ALIASES or key in PATTERNS:
+            return resolve_name(key)
+    raise FormatError("a tiktoken rank file does not say which pre-tokenizer regex it needs, and the "
+                      f"file name {path.name!r} is not a known encoding; pass pattern= (one of "
+                      + ", ".join(PATTERNS) + ", or a regex)", path=path)
+
+
+def _rank_ids(ranks: dict[bytes, int]) -> set[int] | range:
+    values = ranks.values()
+    return range(len(ranks)) if ranks and max(values) == len(ranks) - 1 else set(values)
+
+
+def parse_ranks(data: bytes, path: str | os.PathLike = "<bytes>") -> dict[bytes, int]:
+    """``BASE64 RANK`` lines -> {token bytes: rank}; FormatError names the first bad line.
+
+    Files as tiktoken writes them (one space, ``\n`` endings) are parsed in a few C-level
+    passes; anything else (blank lines, CRLF, tabs, or an error) goes line by line.
+    """
+    ranks = _parse_canonical(data)
+    if ranks is None:
+        ranks = _parse_lines(data, path)
+    if not ranks:
+        raise FormatError("no ranks in the file", path=path, offset=0)
+    return ranks
+
+
+def _parse_canonical(data: bytes) -> dict[bytes, int] | None:
+    """The fast path, or None if the file is not exactly ``BASE64 RANK\n`` lines or has duplicates."""
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    fields = data.split()
+    if (len(fields) != 2 * len(lines) or set(map(bytes.count, lines, repeat(b" "))) - {1}
+            or not b"".join(fields[1::2]).isdigit() or b"".join(fields[0::2]).translate(None, _BASE64)):
+        return None
+    try:
+        tokens = list(map(binascii.a2b_base64, fields[0::2]))
+    except binascii.Error:
+        return None
+    ranks = dict(zip(tokens, map(int, fields[1::2])))
+    if len(ranks) != len(tokens) or len(set(ranks.values())) != len(tokens):
+        return None
+    return ranks
+
+
+def _parse_lines(data: bytes, path) -> dict[bytes, int]:
+    """Line by line, naming the first malformed or repeated line."""
+    ranks: dict[bytes, int] = {}
+    seen_ranks: set[int] = set()
+    for number, line in enumerate(data.splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        token = _line_token(parts)
+        if token is None:
+            raise FormatError(f"expected 'BASE64 RANK', got {line[:60]!r}", path=path, line=number)
+        rank = int(parts[1])
+        if token in ranks or rank in seen_ranks:
+            what = f"token {token!r}" if token in ranks else f"rank {rank}"
+            raise FormatError(f"{what} appears twice", path=path, line=number)
+        ranks[token] = rank
+        seen_ranks.add(rank)
+    return ranks
+
+
+def _line_token(parts: list[bytes]) -> bytes | None:
+    """The decoded token of a split line, or None if the line is not ``BASE64 RANK``."""
+    if len(parts) != 2 or not parts[1].isdigit() or parts[0].translate(None, _BASE64):
+        return None
+    try:
+        token = binascii.a2b_base64(parts[0], strict_mode=True) if _STRICT else binascii.a2b_base64(parts[0])
+    except binascii.Error:
+        return None
+    return token or None

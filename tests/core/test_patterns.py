@@ -1,0 +1,66 @@
+"""Pre-tokenizer patterns: names, raw regexes, HF Split semantics, and the space cut."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from forma_gui.core import patterns as pats
+from tests.conftest import MAX_EXAMPLES
+
+
+def test_names_and_aliases():
+    assert pats.get_pattern("gpt2") is pats.get_pattern("r50k_base") is pats.get_pattern("p50k")
+    assert pats.get_pattern("cl100k_base").pattern == pats.PATTERNS["cl100k"]
+    assert pats.get_pattern(r"\w+|\W").findall("a b") == ["a", " ", "b"]
+
+
+def test_patterns_equal_tiktokens_own():
+    from tiktoken_ext import openai_public as op
+
+    assert pats.PATTERNS["gpt2"] == op.r50k_pat_str
+
+
+def test_invalid_regex_is_a_value_error():
+    with pytest.raises(ValueError, match="invalid pre-tokenizer regex"):
+        pats.get_pattern("(unclosed")
+
+
+def test_known_splits():
+    assert pats.get_pattern("gpt2").findall("I'll  go\n\n  now") == ["I", "'ll", " ", " go", "\n\n ", " now"]
+    assert pats.get_pattern("cl100k").findall("12345 abc") == ["123", "45", " abc"]
+    assert pats.get_pattern("qwen2").findall("123") == ["1", "2", "3"]
+
+
+def test_split_pieces_keeps_gaps_like_hf_isolated():
+    digits = pats.compile_pattern(r"\d+")
+    assert pats.split_pieces(digits, "ab12cd3") == [(0, 2), (2, 4), (4, 6), (6, 7)]
+
+
+def test_pattern_names_round_trip():
+    for name, source in pats.PATTERNS.items():
+        assert pats.pattern_name(source) == name
+    assert pats.pattern_name(pats.HF_BYTELEVEL_REGEX) == "gpt2"
+    assert pats.pattern_name("x") is None
+
+
+# Text made of the characters that matter at a space: letters, digits, marks, punctuation,
+# apostrophes, every kind of whitespace and the \x1c..\x1f separators `re` and `regex` disagree on.
+_ALPHABET = st.sampled_from(list("aZé1٣'s.-/ \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2003\u3000漢\u0301😀"))
+_TEXT = st.lists(_ALPHABET, max_size=40).map("".join) | st.text(max_size=40)
+
+
+@pytest.mark.parametrize("source", sorted(pats.SPACE_SAFE))
+@settings(max_examples=MAX_EXAMPLES)
+@given(text=_TEXT)
+def test_space_cut_is_exact_for_safe_patterns(source, text):
+    pattern = pats.compile_pattern(source)
+    whole = pattern.findall(text)
+    chunked = [p for chunk in pats.chunk_at_spaces(text) for p in pattern.findall(chunk)]
+    assert chunked == whole
+    assert "".join(whole) == text  # the named patterns match every character
+
+
+def test_space_cut_examples():
+    assert pats.chunk_at_spaces("a  b c\n d") == ["a", "  b", " c\n d"]
+    assert pats.chunk_at_spaces("") == [""]
+    assert pats.chunk_at_spaces(" x") == [" x"]

@@ -1,0 +1,121 @@
+"""tiktoken rank files: ids equal tiktoken's own, loading errors name the line."""
+from __future__ import annotations
+
+import base64
+
+import pytest
+from hypothesis import given, settings
+
+from forma_gui.errors import FormatError
+from forma_gui.formats.loader import load_tokenizer
+from forma_gui.formats.tiktoken_file import SPECIAL_TOKENS, load_tiktoken, parse_ranks
+from tests.conftest import MAX_EXAMPLES, data_file
+from tests.corpus import CORPUS, SURROGATE_CORPUS, TEXT
+
+ENCODINGS = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
+
+
+def _oracle(name: str):
+    """tiktoken's own Encoding (pattern and special tokens from tiktoken_ext), from the local file."""
+    import tiktoken
+    import tiktoken.load
+    from tiktoken_ext import openai_public
+
+    path = str(data_file("tiktoken", f"{name}.tiktoken"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(openai_public, "load_tiktoken_bpe",
+                   lambda url, expected_hash=None: tiktoken.load.load_tiktoken_bpe(path))
+        spec = getattr(openai_public, name)()
+    return tiktoken.Encoding(**spec)
+
+
+@pytest.fixture(scope="module", params=ENCODINGS)
+def pair(request):
+    name = request.param
+    return load_tokenizer(data_file("tiktoken", f"{name}.tiktoken")), _oracle(name)
+
+
+def test_corpus_ids_equal_tiktoken(pair):
+    ours, ref = pair
+    for text in CORPUS:
+        assert ours.encode(text) == ref.encode_ordinary(text), text
+
+
+def test_surrogates_replaced_like_tiktoken(pair):
+    ours, ref = pair
+    for text in SURROGATE_CORPUS:
+        assert ours.encode(text) == ref.encode_ordinary(text), ascii(text)
+
+
+def test_special_tokens_equal_tiktoken(pair):
+    ours, ref = pair
+    for text in CORPUS:
+        assert ours.encode(text, special=True) == ref.encode(text, allowed_special="all"), text
+
+
+def test_cold_and_warm_cache_agree(pair):
+    ours, ref = pair
+    text = "\n".join(CORPUS)
+    ours.clear_cache()
+    cold = ours.encode(text)
+    assert cold == ours.encode(text) == ref.encode_ordinary(text)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(text=TEXT)
+def test_random_text_equals_tiktoken(pair, text):
+    ours, ref = pair
+    assert ours.encode(text) == ref.encode_ordinary(text)
+    assert ours.decode_bytes(ours.encode(text)) == text.encode("utf-8", "surrogatepass")
+
+
+def test_vocab_size_and_specials(pair):
+    ours, ref = pair
+    assert ours.vocab_size == ref.n_vocab
+    assert {t.content: t.id for t in ours.added_tokens} == SPECIAL_TOKENS[ours.name]
+    assert ours.decode(ref.encode("Hello world")) == "Hello world"
+    assert ours.token_bytes(ref.encode(" world")[0]) == b" world"
+    assert ours.piece(ref.encode(" world")[0]) == "Ġworld"
+
+
+def test_pattern_from_file_name_or_argument(tmp_path):
+    src = data_file("tiktoken", "r50k_base.tiktoken").read_bytes()
+    anonymous = tmp_path / "ranks.tiktoken"
+    anonymous.write_bytes(src)
+    with pytest.raises(FormatError, match="pass pattern="):
+        load_tiktoken(anonymous)
+    tok = load_tokenizer(anonymous, pattern="gpt2")
+    assert tok.encode("Hello world") == [15496, 995]
+    assert not tok.added_tokens  # unknown encoding: no special tokens invented
+
+
+def _write(tmp_path, text: bytes):
+    path = tmp_path / "r50k_base.tiktoken"
+    path.write_bytes(text)
+    return path
+
+
+@pytest.mark.parametrize("body, line", [
+    (b"IQ== 0\nIg== x\n", 2),
+    (b"IQ== 0\nIg==\n", 2),
+    (b"IQ== 0\nIg== 1 2\n", 2),
+    (b"IQ== 0\n\nI*== 1\n", 3),
+    (b"IQ== 0\nIQ== 1\n", 2),  # the same token twice
+    (b"IQ== 0\nIg== 0\n", 2),  # the same rank twice
+    (b"IQ== 0\nIg= 1\n", 2),   # bad padding
+])
+def test_bad_lines_are_named(tmp_path, body, line):
+    with pytest.raises(FormatError) as info:
+        load_tiktoken(_write(tmp_path, body))
+    assert info.value.line == line and info.value.path.endswith("r50k_base.tiktoken")
+
+
+def test_lenient_layouts_parse(tmp_path):
+    ranks = {bytes([b]): b for b in range(256)}
+    body = b"".join(base64.b64encode(t) + b"\t" + str(r).encode() + b"\r\n" for t, r in ranks.items())
+    assert parse_ranks(b"\n" + body + b"\n") == ranks
+
+
+def test_empty_file_is_an_error(tmp_path):
+    with pytest.raises(FormatError, match="no ranks"):
+        load_tiktoken(_write(tmp_path, b"\n"))
