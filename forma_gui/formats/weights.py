@@ -35,6 +35,7 @@ class _Source(Protocol):
 
     path: str
     byte_order: str
+    file_size: int
     data: np.ndarray
 
     def check_size(self) -> None: ...
@@ -44,13 +45,18 @@ class _Source(Protocol):
 class WeightFile:
     """Tensors of one model, memory-mapped read-only, possibly spread over several files."""
 
-    def __init__(self, path: str | os.PathLike, format: str, metadata: dict[str, Any],
-                 sources: list[_Source], tensors: list[TensorInfo]) -> None:
+    def __init__(self, path: str | os.PathLike, kind: str, metadata: dict[str, Any],
+                 sources: list[_Source], tensors: list[TensorInfo],
+                 metadata_types: dict[str, str] | None = None) -> None:
         self.path = os.fspath(path)
-        self.format = format  # "gguf" or "safetensors"
+        self.format = kind  # "gguf" or "safetensors"
         self.metadata = metadata
+        #: key -> stored type name ("UINT32", "ARRAY[STRING]", ...; "STRING" for safetensors)
+        self.metadata_types = metadata_types or {k: _type_name(v) for k, v in metadata.items()}
         self.tensors = tensors
         self.files = [s.path for s in sources]
+        #: container facts for display: sizes, and for GGUF version, byte order, alignment
+        self.format_info: dict[str, Any] = {"file_size": sum(s.file_size for s in sources)}
         self._sources = {s.path: s for s in sources}
         self._by_name = {t.name: t for t in tensors}
 
@@ -114,6 +120,13 @@ class WeightFile:
 
     def __repr__(self) -> str:
         return f"WeightFile({self.path!r}, {self.format}, {len(self.tensors)} tensors)"
+
+
+def _type_name(value: Any) -> str:
+    """A type label for metadata that carries no stored type (safetensors, index JSON)."""
+    names = {str: "STRING", bool: "BOOL", int: "INT", float: "FLOAT", list: "ARRAY",
+             dict: "OBJECT"}
+    return names.get(type(value), type(value).__name__)
 
 
 # -- element conversions ------------------------------------------------------------------
@@ -236,7 +249,10 @@ def _open_gguf(path: Path) -> WeightFile:
     from forma_gui.formats.gguf import GGUFFile
 
     g = GGUFFile(path)
-    return WeightFile(path, "gguf", g.metadata, [g], g.tensors)
+    w = WeightFile(path, "gguf", g.metadata, [g], g.tensors, g.metadata_types)
+    w.format_info.update(version=g.version, alignment=g.alignment, data_offset=g.data_offset,
+                         byte_order="big" if g.byte_order == ">" else "little")
+    return w
 
 
 def _open_safetensors(paths: list[Path], where: Path, metadata: dict[str, Any]) -> WeightFile:
