@@ -1,0 +1,776 @@
+"""SentencePiece tokenization, exactly as the `sentencepiece` library does it.
+
+The pipeline (sentencepiece_processor.cc ``Encode``):
+
+1. **normalize** (normalizer.cc): per input prefix, a user-defined piece is kept verbatim,
+   else the precompiled charsmap's longest match is substituted (NFKC and friends), else one
+   UTF-8 character is kept (a malformed byte becomes U+FFFD). Leading, trailing and repeated
+   spaces are dropped (``remove_extra_whitespaces``), a space is prepended
+   (``add_dummy_prefix``) and spaces become ``▁`` (``escape_whitespaces``). Every normalized
+   byte remembers the original byte it came from (``norm_to_orig``).
+2. **segment** the normalized bytes with the model:
+   *unigram* (unigram_model.cc ``EncodeOptimized``): Viterbi over the pieces that prefix each
+   position; a character with no single-character piece costs ``min_score - 10``; a
+   user-defined piece scores ``len * max_score - 0.1``; scores add in float32 like the C++.
+   *BPE* (bpe_model.cc ``Encode``): start from characters (user-defined pieces whole and
+   frozen), repeatedly merge the adjacent pair whose concatenation is the piece with the
+   highest score (leftmost on ties); merged UNUSED pieces are split back.
+3. **populate**: an unknown piece becomes its UTF-8 bytes as ``<0xNN>`` pieces when
+   ``byte_fallback`` is on, otherwise runs of unknown pieces collapse into one ``<unk>``.
+
+All positions are byte offsets into UTF-8, as in the C++; `segment` maps them back to
+character offsets of the caller's string.
+"""
+from __future__ import annotations
+
+import codecs
+import heapq
+import struct
+from array import array
+from typing import Callable, Hashable, Iterable, Sequence
+
+from forma_gui.core.charsmap import CharsMap
+from forma_gui.core.tokenizer import AddedToken, MergeStep, Token, Tokenizer
+
+SPACE = "\u2581"                     # ▁ LOWER ONE EIGHTH BLOCK, the whitespace meta symbol
+SPACE_BYTES = SPACE.encode("utf-8")  # b"\xe2\x96\x81"
+REPLACEMENT = "\ufffd".encode("utf-8")
+DEFAULT_UNK_SURFACE = " \u2047 "     # " ⁇ ", TrainerSpec.unk_surface's default
+UNK_PENALTY = 10.0                   # unigram_model.cc kUnkPenalty
+FLT_MAX = 3.4028234663852886e38
+FLT_MIN = 1.1754943508222875e-38     # max_score_ starts here (smallest positive float!)
+
+#: ModelProto.SentencePiece.Type -> the name Tokenizer.token_type uses
+PIECE_TYPES = {1: "normal", 2: "unknown", 3: "control", 4: "user-defined", 5: "unused",
+               6: "byte"}
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+#: piece types that the models may produce (ModelInterface::InitializePieces `pieces_`)
+MODEL_PIECE_TYPES = (NORMAL, USER_DEFINED, UNUSED)
+
+#: UTF-8 sequence length by the lead byte's high nibble (string_util.h OneCharLen)
+ONE_CHAR_LEN = bytes((1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4))
+
+_f32 = array("f", [0.0])
+
+
+def f32(x: float) -> float:
+    """Round a double to the nearest float32, as a C++ `float` assignment does.
+
+    >>> f32(0.1)
+    0.10000000149011612
+    """
+    _f32[0] = x
+    return _f32[0]
+
+
+def byte_piece(byte: int) -> str:
+    """The byte-fallback piece of a byte.
+
+    >>> byte_piece(10)
+    '<0x0A>'
+    """
+    return f"<0x{byte:02X}>"
+
+
+def piece_to_byte(piece: str) -> int | None:
+    """The byte a ``<0xNN>`` piece stands for, or None (sentencepiece's PieceToByte).
+
+    >>> piece_to_byte("<0xE2>"), piece_to_byte("<0xe2>"), piece_to_byte("e2")
+    (226, None, None)
+    """
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        hexpart = piece[3:5]
+        if all(c in "0123456789ABCDEF" for c in hexpart):
+            return int(hexpart, 16)
+    return None
+
+
+def indices_of(types: bytes | bytearray, value: int) -> list[int]:
+    """Positions of `value` in a byte string of piece types (fast when there are few).
+
+    >>> indices_of(bytes([1, 3, 1, 3]), 3)
+    [1, 3]
+    """
+    out, i = [], types.find(value)
+    while i >= 0:
+        out.append(i)
+        i = types.find(value, i + 1)
+    return out
+
+
+def _sp_replace(error: UnicodeDecodeError) -> tuple[str, int]:
+    """One U+FFFD per malformed byte, as sentencepiece's decoder does (Python's 'replace'
+    folds a truncated sequence into one U+FFFD)."""
+    return "\ufffd", error.start + 1
+
+
+codecs.register_error("forma-sentencepiece", _sp_replace)
+
+
+def decode_utf8_per_byte(data: bytes) -> str:
+    """UTF-8 -> str with one U+FFFD per malformed byte.
+
+    >>> decode_utf8_per_byte(b"\\xe2\\x82 \\xe2\\x82\\xac")
+    '\\ufffd\\ufffd €'
+    """
+    return data.decode("utf-8", "forma-sentencepiece")
+
+
+# ---- normalization ------------------------------------------------------------------------
+
+class PrefixMatcher:
+    """Longest match of user-defined pieces at a position (normalizer.cc PrefixMatcher).
+
+    >>> PrefixMatcher([b"<a>", b"<ab>"]).match(b"x<ab>", 1)
+    4
+    """
+
+    def __init__(self, pieces: Iterable[bytes]) -> None:
+        self.pieces = {p for p in pieces if p}
+        self.lengths = sorted({len(p) for p in self.pieces}, reverse=True)
+        self.first = frozenset(p[0] for p in self.pieces)
+
+    def match(self, data: bytes, pos: int) -> int:
+        """Length of the longest piece that starts at `pos`, or 0."""
+        if data[pos] not in self.first:
+            return 0
+        for length in self.lengths:
+            if data[pos:pos + length] in self.pieces:
+                return length
+        return 0
+
+    def __bool__(self) -> bool:
+        return bool(self.pieces)
+
+
+class Normalizer:
+    """sentencepiece's Normalizer: charsmap, whitespace handling and the byte alignment."""
+
+    def __init__(self, charsmap: CharsMap | None = None, *, name: str = "",
+                 add_dummy_prefix: bool = True, remove_extra_whitespaces: bool = True,
+                 escape_whitespaces: bool = True, treat_whitespace_as_suffix: bool = False,
+                 matcher: PrefixMatcher | None = None) -> None:
+        self.charsmap = charsmap if charsmap else None
+        self.name = name
+        self.add_dummy_prefix = add_dummy_prefix
+        self.remove_extra_whitespaces = remove_extra_whitespaces
+        self.escape_whitespaces = escape_whitespaces
+        self.treat_whitespace_as_suffix = treat_whitespace_as_suffix
+        self.matcher = matcher if matcher else None
+
+    def normalize_prefix(self, data: bytes, pos: int) -> tuple[bytes, int]:
+        """(normalized bytes, input bytes consumed) for the prefix of ``data[pos:]``."""
+        if self.matcher is not None:
+            length = self.matcher.match(data, pos)
+            if length:
+                return data[pos:pos + length], length
+        if self.charsmap is not None and self.charsmap.can_start(data[pos]):
+            length, replacement = self.charsmap.longest_prefix(data, pos)
+            if length:
+                return replacement, length
+        length = _valid_char_len(data, pos)
+        if not length:
+            return REPLACEMENT, 1
+        return data[pos:pos + length], length
+
+    def normalize(self, data: bytes) -> tuple[bytes, list[int]]:
+        """(normalized, norm_to_orig): byte i of the result comes from input byte
+        ``norm_to_orig[i]``; the list has one extra entry for the end.
+
+        >>> Normalizer().normalize(b"  a  b ")
+        (b'\\xe2\\x96\\x81a\\xe2\\x96\\x81b', [2, 2, 2, 2, 3, 3, 3, 5, 6])
+        """
+        n = len(data)
+        pos = 0
+        if self.remove_extra_whitespaces:
+            while pos < n:
+                piece, length = self.normalize_prefix(data, pos)
+                if piece != b" ":
+                    break
+                pos += length
+        if pos == n:
+            return b"", [pos]
+        out = bytearray()
+        n2o: list[int] = []
+        space = SPACE_BYTES if self.escape_whitespaces else b" "
+        if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
+            out += space
+            n2o.extend([pos] * len(space))
+        self._body(data, pos, out, n2o)
+        consumed = n
+        if self.remove_extra_whitespaces:
+            while out.endswith(space):
+                cut = len(out) - len(space)
+                consumed = n2o[cut]
+                del out[cut:], n2o[cut:]
+        if self.add_dummy_prefix and self.treat_whitespace_as_suffix:
+            out += space
+            n2o.extend([consumed] * len(space))
+        n2o.append(consumed)
+        return bytes(out), n2o
+
+    def _body(self, data: bytes, pos: int, out: bytearray, n2o: list[int]) -> None:
+        """The main loop of Normalizer::Normalize after the leading spaces."""
+        n = len(data)
+        remove = self.remove_extra_whitespaces
+        escape = self.escape_whitespaces
+        is_prev_space = remove
+        while pos < n:
+            piece, length = self.normalize_prefix(data, pos)
+            if is_prev_space:
+                piece = piece.lstrip(b" ")
+            if piece:
+                is_prev_space = piece.endswith(b" ")
+                if escape:
+                    piece = piece.replace(b" ", SPACE_BYTES)
+                out += piece
+                n2o.extend([pos] * len(piece))
+            pos += length
+            if not remove:
+                is_prev_space = False
+
+
+def _valid_char_len(data: bytes, pos: int) -> int:
+    """Length of the well-formed UTF-8 character at `pos`, or 0 (string_util DecodeUTF8)."""
+    lead = data[pos]
+    if lead < 0x80:
+        return 1
+    length = ONE_CHAR_LEN[lead >> 4] if lead >= 0xC0 else 0
+    if length < 2 or pos + length > len(data) or (lead >= 0xF8):
+        return 0
+    try:
+        ch = data[pos:pos + length].decode("utf-8")  # rejects overlongs, surrogates, > U+10FFFF
+    except UnicodeDecodeError:
+        return 0
+    return length if len(ch) == 1 else 0
+
+
+# ---- the models ------------------------------------------------------------------------
+
+SCORE_RESET = 100000.0  # unigram_model.cc kScoreResetThreshold
+
+
+def viterbi(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float], unk_id: int,
+            unk_score: float) -> list[tuple[int, int]]:
+    """Best unigram segmentation of `data` as (piece id, byte length) pairs
+    (unigram_model.cc ``EncodeOptimized``, float32 arithmetic and its score reset included).
+
+    `prefixes` maps every byte prefix of every usable piece to its id, or -1 when the prefix
+    is not itself a usable piece; `scores[id]` is the score a piece adds to a path.
+    """
+    n = len(data)
+    best = array("f", bytes(4 * (n + 1)))  # float32 path scores, as the C++ stores them
+    start = [-1] * (n + 1)
+    ids = [0] * (n + 1)
+    frontier = 0
+    i = 0
+    while i < n:
+        base = best[i]
+        if base < -SCORE_RESET or base > SCORE_RESET:  # rebase to keep float32 precision
+            for k in range(i, frontier + 1):
+                if k == i or start[k] != -1:
+                    best[k] -= base
+            base = 0.0
+        mblen = min(ONE_CHAR_LEN[data[i] >> 4], n - i)
+        has_single = False
+        j = i + 1
+        while j <= n:
+            piece_id = prefixes.get(data[i:j])
+            if piece_id is None:
+                break
+            if piece_id >= 0:
+                frontier = max(frontier, j)
+                candidate = f32(scores[piece_id] + base)
+                if start[j] == -1 or candidate > best[j]:
+                    best[j], start[j], ids[j] = candidate, i, piece_id
+                if j - i == mblen:
+                    has_single = True
+            j += 1
+        if not has_single:
+            end = i + mblen
+            frontier = max(frontier, end)
+            candidate = f32(unk_score + base)
+            if start[end] == -1 or candidate > best[end]:
+                best[end], start[end], ids[end] = candidate, i, unk_id
+        i += mblen
+    out: list[tuple[int, int]] = []
+    end = n
+    while end > 0:
+        out.append((ids[end], end - start[end]))
+        end = start[end]
+    out.reverse()
+    return out
+
+
+def float_priority(score: float) -> int:
+    """The order bpe_model.cc's SymbolPairComparator gives a float32 score (it compares the
+    int32 bit patterns, so -0.0 ranks below +0.0), as an int that sorts the same way.
+
+    >>> float_priority(-1.0) > float_priority(-2.0), float_priority(0.0) > float_priority(-0.0)
+    (True, True)
+    """
+    bits = struct.unpack("<i", struct.pack("<f", score))[0]
+    return bits + 2**31 + 1 if bits >= 0 else -bits
+
+
+def merge_by_score(symbols: list, score_of: Callable[[Hashable], float | None], *,
+                   frozen: Sequence[bool] | None = None,
+                   trace: list | None = None) -> tuple[list, dict]:
+    """Score-ordered merging of adjacent symbols (bpe_model.cc / llama.cpp's SPM session).
+
+    Repeatedly merges the adjacent pair whose concatenation has the highest score
+    (`score_of` returns None for a concatenation that is not mergeable); ties go to the
+    leftmost pair. Returns the final symbols and ``rev_merge`` (merged -> (left, right), the
+    last pair that formed each merged symbol). With `trace`, appends (left, right, result,
+    position) for every merge, position counted in the symbol list before the merge.
+    """
+    count = len(symbols)
+    if count < 2:
+        return list(symbols), {}
+    syms = list(symbols)
+    prev = list(range(-1, count - 1))
+    nxt = list(range(1, count + 1))
+    nxt[-1] = -1
+    frozen = frozen or [False] * count
+    heap: list[tuple[float, int, int, Hashable]] = []
+    rev_merge: dict = {}
+
+    def push(left: int, right: int) -> None:
+        if left < 0 or right < 0 or frozen[left] or frozen[right]:
+            return
+        merged = syms[left] + syms[right]
+        score = score_of(merged)
+        if score is not None:
+            heapq.heappush(heap, (-score, left, right, merged))
+            rev_merge[merged] = (syms[left], syms[right])
+
+    for i in range(1, count):
+        push(i - 1, i)
+    while heap:
+        _, left, right, merged = heapq.heappop(heap)
+        if not syms[left] or not syms[right] or len(syms[left]) + len(syms[right]) != len(merged):
+            continue  # stale: one side was merged away or grew since the pair was pushed
+        if trace is not None:
+            trace.append((syms[left], syms[right], merged, _rank_in_list(prev, left)))
+        syms[left] = merged
+        syms[right] = syms[right][:0]
+        nxt[left] = nxt[right]
+        if nxt[right] >= 0:
+            prev[nxt[right]] = left
+        push(prev[left], left)
+        push(left, nxt[left])
+    out = []
+    i = 0
+    while i != -1:
+        out.append(syms[i])
+        i = nxt[i]
+    return out, rev_merge
+
+
+def _rank_in_list(prev: list[int], index: int) -> int:
+    """Position of linked-list node `index` (number of nodes before it)."""
+    pos = 0
+    while prev[index] >= 0:
+        index = prev[index]
+        pos += 1
+    return pos
+
+
+def split_into_words(data: bytes) -> list[bytes]:
+    """model_interface.cc SplitIntoWords: a new word at the start and at every ``▁``.
+
+    >>> split_into_words("▁a▁▁bc".encode())
+    [b'\xe2\x96\x81a', b'\xe2\x96\x81', b'\xe2\x96\x81bc']
+    """
+    words: list[bytes] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        mblen = min(ONE_CHAR_LEN[data[pos] >> 4], n - pos)
+        if pos == 0 or data[pos:pos + mblen] == SPACE_BYTES:
+            words.append(data[pos:pos + mblen])
+        else:
+            words[-1] += data[pos:pos + mblen]
+        pos += mblen
+    return words
+
+
+# ---- segments ------------------------------------------------------------------------------
+
+def byte_to_char_offsets(text: str) -> list[int] | None:
+    """For each UTF-8 byte offset of `text` (and the end), the character it lies in; None
+    when the text is ASCII (the identity).
+
+    >>> byte_to_char_offsets("a€b")
+    [0, 1, 1, 1, 2, 3]
+    """
+    if text.isascii():
+        return None
+    out: list[int] = []
+    for i, ch in enumerate(text):
+        out.extend([i] * len(ch.encode("utf-8", "surrogatepass")))
+    out.append(len(text))
+    return out
+
+
+def tile_spans(spans: Sequence[tuple[int, int]], n_chars: int) -> list[tuple[int, int, bool]]:
+    """Make token spans tile ``[0, n_chars)``: (start, end, partial) per token.
+
+    Tokens whose spans overlap (byte-fallback pieces of one character) form a cluster:
+    each member spans the whole cluster and is partial. A gap between clusters (text the
+    tokenizer dropped: extra spaces, removed control characters) joins the following
+    cluster, text after the last cluster joins the last. Zero-width tokens (a dummy-prefix
+    ``▁`` piece) stay zero-width where no gap precedes them.
+
+    >>> tile_spans([(2, 3), (3, 4), (3, 4), (4, 4)], 6)
+    [(0, 3, False), (3, 4, True), (3, 4, True), (4, 6, False)]
+    """
+    clusters: list[list[int]] = []  # [start, end, first token index, last token index]
+    for k, (s, e) in enumerate(spans):
+        if clusters and s < clusters[-1][1]:
+            cluster = clusters[-1]
+            cluster[1], cluster[3] = max(cluster[1], e), k
+        else:
+            clusters.append([s, e, k, k])
+    out: list[tuple[int, int, bool]] = []
+    last = len(clusters) - 1
+    for idx, (s, e, first, final) in enumerate(clusters):
+        start = 0 if idx == 0 else clusters[idx - 1][1]
+        end = n_chars if idx == last else e
+        out.extend((start, end, final > first) for _ in range(first, final + 1))
+    return out
+
+
+# ---- the tokenizer -------------------------------------------------------------------------
+
+class SentencePieceTokenizer(Tokenizer):
+    """A SentencePiece model: pieces with scores and types, a normalizer, and the algorithm.
+
+    Constructed from a parsed `.model` (formats.sentencepiece_model) or directly:
+
+    >>> sp = SentencePieceTokenizer(["<unk>", "▁a", "b", "▁"], [0, -1, -2, -3], [2, 1, 1, 1],
+    ...                             algorithm="unigram")
+    >>> sp.encode("ab"), sp.decode(sp.encode("ab"))
+    ([1, 2], 'ab')
+    """
+
+    piece_style = "sentencepiece"
+    KINDS = {"unigram": "SentencePiece unigram", "bpe": "SentencePiece BPE",
+             "word": "SentencePiece word", "char": "SentencePiece char"}
+    MAX_RESEGMENT_DEPTH = 100  # bpe_model.cc kMaxBpeResegmentDepth
+
+    def __init__(self, pieces: Sequence[str], scores: Sequence[float], types: Sequence[int], *,
+                 algorithm: str = "unigram", normalizer: Normalizer | None = None,
+                 byte_fallback: bool = False, unk_piece: str = "<unk>",
+                 unk_surface: str = DEFAULT_UNK_SURFACE, denormalizer: Normalizer | None = None,
+                 name: str = "", path: str | None = None,
+                 added_tokens: Sequence[AddedToken] = ()) -> None:
+        super().__init__(name=name, path=path, added_tokens=added_tokens)
+        if algorithm not in self.KINDS:
+            raise ValueError(f"unknown SentencePiece algorithm {algorithm!r}")
+        self.algorithm = algorithm
+        self.kind = self.KINDS[algorithm]
+        self.pieces = list(pieces)
+        self.scores = scores if isinstance(scores, array) else array("f", scores)
+        self.types = bytearray(types)
+        self.byte_fallback = byte_fallback
+        if byte_fallback:  # sentencepiece_processor.cc Load: a raw "\0" piece becomes UNUSED
+            for i, p in enumerate(self.pieces):
+                if p == "\0":
+                    self.types[i] = UNUSED
+        self.types = bytes(self.types)
+        self.unk_surface = unk_surface
+        unknown = indices_of(self.types, UNKNOWN)
+        self.model_unk = unknown[0] if unknown else -1
+        self.unk_id = unknown[0] if unknown else None
+        self._unk_piece = unk_piece
+        user = [self.pieces[i].encode("utf-8", "surrogateescape")
+                for i in indices_of(self.types, USER_DEFINED)]
+        self.matcher = PrefixMatcher(user)
+        self.normalizer = normalizer or Normalizer()
+        if self.matcher and self.normalizer.matcher is None:
+            self.normalizer.matcher = self.matcher  # user-defined pieces skip normalization
+        self.denormalizer = denormalizer
+        self._piece_ids: dict[str, int] | None = None
+        self._tables: dict | None = None
+
+    # ---- vocabulary ------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return len(self.pieces)
+
+    def piece(self, token_id: int) -> str:
+        return self.pieces[token_id]
+
+    def id_of(self, piece: str) -> int | None:
+        if self._piece_ids is None:
+            ids: dict[str, int] = {}
+            for i, p in enumerate(self.pieces):
+                ids.setdefault(p, i)
+            self._piece_ids = ids
+        return self._piece_ids.get(piece)
+
+    def token_type(self, token_id: int) -> str:
+        return PIECE_TYPES.get(self.types[token_id], "normal")
+
+    def token_score(self, token_id: int) -> float | None:
+        return self.scores[token_id]
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """What the token decodes to on its own: ▁ -> space, <0xNN> -> the byte."""
+        kind = self.types[token_id]
+        if kind == CONTROL:
+            return b""
+        if kind == UNKNOWN:
+            return self.unk_surface.encode("utf-8")
+        if kind == BYTE:
+            return bytes([piece_to_byte(self.pieces[token_id]) or 0])
+        return self.pieces[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
+
+    # ---- tables, built on first use (loading stays cheap) ----------------------------------
+    def tables(self) -> dict:
+        """The lookup tables of the C++ model, built once."""
+        if self._tables is None:
+            self._tables = self._build_tables()
+        return self._tables
+
+    def _build_tables(self) -> dict:
+        """``normal`` and ``reserved`` piece maps as ModelInterface::InitializePieces fills
+        them (BPE keeps every piece in ``normal`` and refuses reserved ones at merge time)."""
+        normal: dict[bytes, int] = {}
+        reserved: dict[bytes, int] = {}
+        split = self.algorithm != "bpe"
+        for i, (p, t) in enumerate(zip(self.pieces, self.types)):
+            if p == "\0" and t == UNUSED:
+                continue
+            target = normal if (t in MODEL_PIECE_TYPES or not split) else reserved
+            target.setdefault(p.encode("utf-8", "surrogateescape"), i)
+        tables = {"normal": normal, "reserved": reserved}
+        unk = self.model_unk
+        i = reserved.get(self._unk_piece.encode("utf-8"), normal.get(self._unk_piece.encode("utf-8"), unk))
+        tables["proc_unk"] = i if i >= 0 and self.types[i] == UNKNOWN else -1
+        tables["byte_ids"] = [self._piece_to_id(byte_piece(b).encode(), normal, reserved)
+                              for b in range(256)]
+        if self.algorithm == "unigram":
+            tables.update(self._unigram_tables(normal))
+        elif self.algorithm == "bpe":
+            tables["priority"] = {key: float_priority(self.scores[i]) for key, i in normal.items()
+                                  if i != unk and self.types[i] in MODEL_PIECE_TYPES}
+        return tables
+
+    def _piece_to_id(self, key: bytes, normal: dict[bytes, int], reserved: dict[bytes, int]) -> int:
+        """ModelInterface::PieceToId: reserved pieces first, then normal ones, else unk."""
+        i = reserved.get(key)
+        return i if i is not None else normal.get(key, self.model_unk)
+
+    def _unigram_tables(self, normal: dict[bytes, int]) -> dict:
+        normal_scores = [s for s, t in zip(self.scores, self.types) if t == NORMAL]
+        lattice = list(self.scores)
+        prefixes: dict[bytes, int] = {}
+        for key, i in normal.items():
+            if self.types[i] == USER_DEFINED:  # "extra bonus to always be selected"
+                lattice[i] = f32(0.1 * (len(key) - 1))
+            for k in range(1, len(key)):
+                prefixes.setdefault(key[:k], -1)
+        for key, i in normal.items():
+            prefixes[key] = -1 if self.types[i] == UNUSED else i
+        return {"prefixes": prefixes, "lattice_scores": lattice,
+                "unk_score": f32(min(normal_scores, default=FLT_MAX) - UNK_PENALTY)}
+
+    # ---- encoding --------------------------------------------------------------------------
+    def _encode_ordinary(self, text: str) -> list[int]:
+        return [token_id for token_id, _, _ in self._encode_spans(text)]
+
+    def _encode_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """(id, original byte start, original byte end) per token."""
+        data = text.encode("utf-8", "surrogatepass")
+        normalized, n2o = self.normalizer.normalize(data)
+        if not normalized:
+            return []
+        return self._populate(normalized, n2o, self.encode_normalized(normalized))
+
+    def encode_normalized(self, normalized: bytes) -> list[tuple[int, int]]:
+        """The model's (id, byte length) pairs for already-normalized bytes (Model::Encode)."""
+        tables = self.tables()
+        if self.algorithm == "unigram":
+            return viterbi(normalized, tables["prefixes"], tables["lattice_scores"],
+                           self.model_unk, tables["unk_score"])
+        if self.algorithm == "bpe":
+            return self._bpe(normalized, tables)
+        if self.algorithm == "word":
+            words = split_into_words(normalized)
+        else:
+            words = self._initial_symbols(normalized)[0]
+        return [(self._no_unused(tables["normal"].get(w, self.model_unk)), len(w)) for w in words]
+
+    def _no_unused(self, i: int) -> int:
+        """word/char models: an UNUSED piece is reported as unknown."""
+        return self.model_unk if i != self.model_unk and self.types[i] == UNUSED else i
+
+    def _populate(self, normalized: bytes, n2o: list[int],
+                  result: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """EncodeOptimized / PopulateSentencePieceText: byte fallback, unknown runs merged."""
+        tables = self.tables()
+        proc_unk, byte_ids, n_pieces = tables["proc_unk"], tables["byte_ids"], len(self.types)
+        out: list[tuple[int, int, int]] = []
+        consumed = 0
+        prev_unk = False
+        for token_id, length in result:
+            begin, end = n2o[consumed], n2o[consumed + length]
+            valid = 0 <= token_id < n_pieces
+            if valid and self.types[token_id] == CONTROL:
+                out.append((token_id, begin, begin))
+                prev_unk = False
+            else:
+                is_unk = token_id == proc_unk or (valid and self.types[token_id] == UNKNOWN)
+                if is_unk and self.byte_fallback:
+                    out.extend((byte_ids[b], begin, end)
+                               for b in normalized[consumed:consumed + length])
+                elif is_unk and prev_unk:
+                    out[-1] = (out[-1][0], out[-1][1], end)
+                else:
+                    out.append((token_id, begin, end))
+                prev_unk = is_unk
+            consumed += length
+        return out
+
+    def _initial_symbols(self, normalized: bytes) -> tuple[list[bytes], list[bool]]:
+        """Characters, with user-defined pieces matched whole and frozen (PrefixMatch)."""
+        symbols, frozen = [], []
+        pos, n = 0, len(normalized)
+        while pos < n:
+            length = self.matcher.match(normalized, pos) if self.matcher else 0
+            frozen.append(bool(length))
+            if not length:
+                length = min(ONE_CHAR_LEN[normalized[pos] >> 4], n - pos)
+            symbols.append(normalized[pos:pos + length])
+            pos += length
+        return symbols, frozen
+
+    def _bpe(self, normalized: bytes, tables: dict,
+             trace: list | None = None) -> list[tuple[int, int]]:
+        symbols, frozen = self._initial_symbols(normalized)
+        final, rev_merge = merge_by_score(symbols, tables["priority"].get, frozen=frozen,
+                                          trace=trace)
+        out: list[tuple[int, int]] = []
+        for sym in final:
+            self._resegment(sym, tables["normal"], rev_merge, out, 0)
+        return out
+
+    def _resegment(self, sym: bytes, normal: dict[bytes, int], rev_merge: dict,
+                   out: list[tuple[int, int]], depth: int) -> None:
+        """bpe_model.cc resegment: split merged UNUSED pieces back into their parts."""
+        unk = self.model_unk
+        i = normal.get(sym, unk)
+        if depth > self.MAX_RESEGMENT_DEPTH:
+            out.append((i, len(sym)))
+        elif i == unk or self.types[i] not in MODEL_PIECE_TYPES:
+            out.append((unk, len(sym)))
+        elif self.types[i] != UNUSED:
+            out.append((i, len(sym)))
+        elif sym in rev_merge:
+            left, right = rev_merge[sym]
+            self._resegment(left, normal, rev_merge, out, depth + 1)
+            self._resegment(right, normal, rev_merge, out, depth + 1)
+        else:
+            out.append((unk, len(sym)))
+
+    def merge_steps(self, word: str) -> list[MergeStep]:
+        """The merges BPE performs on `word` (normalized first), for the GUI."""
+        if self.algorithm != "bpe":
+            return []
+        normalized, _ = self.normalizer.normalize(word.encode("utf-8", "surrogatepass"))
+        trace: list = []
+        tables = self.tables()
+        self._bpe(normalized, tables, trace)
+        current = self._initial_symbols(normalized)[0]
+        steps = []
+        for left, right, merged, pos in trace:
+            current[pos:pos + 2] = [merged]
+            text = tuple(s.decode("utf-8", "surrogateescape") for s in current)
+            steps.append(MergeStep(left.decode("utf-8", "surrogateescape"),
+                                   right.decode("utf-8", "surrogateescape"),
+                                   tables["normal"][merged], text[pos], pos, text))
+        return steps
+
+    # ---- segments and decoding -------------------------------------------------------------
+    def segment(self, text: str, *, special: bool = False) -> list[Token]:
+        """Tokens with character spans into `text` (through the normalizer's alignment)."""
+        spans: list[tuple[int, int, int, bool]] = []  # id, byte start, byte end, special
+        if special and self.added_tokens:
+            from forma_gui.core.special import split_added
+
+            offset = 0
+            data = text.encode("utf-8", "surrogatepass")
+            for chunk, token in split_added(self, text):
+                raw = chunk.encode("utf-8", "surrogatepass")
+                at = data.find(raw, offset) if raw else offset
+                offset = at if at >= 0 else offset
+                if token is None:
+                    spans.extend((i, offset + b, offset + e, False)
+                                 for i, b, e in self._encode_spans(chunk))
+                else:
+                    spans.append((token.id, offset, offset + len(raw), True))
+                offset += len(raw)
+        else:
+            spans = [(i, b, e, False) for i, b, e in self._encode_spans(text)]
+        return self._tokens(text, spans)
+
+    def _tokens(self, text: str, spans: list[tuple[int, int, int, bool]]) -> list[Token]:
+        to_char = byte_to_char_offsets(text)
+        char_spans = [(b, e) if to_char is None else (to_char[b], _char_end(to_char, e))
+                      for _, b, e, _ in spans]
+        tiled = tile_spans(char_spans, len(text))
+        return [Token(i, self.pieces[i], self.token_bytes(i), s, e, partial, special)
+                for (i, _, _, special), (s, e, partial) in zip(spans, tiled)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Ids -> text exactly as SentencePieceProcessor::DecodeOptimized: control pieces
+        vanish, unknown ones become the unk surface, byte pieces join into characters (one
+        U+FFFD per malformed byte) and the leading dummy-prefix space is removed."""
+        spec = self.normalizer
+        strip = spec.add_dummy_prefix or spec.remove_extra_whitespaces
+        parts: list[str] = []
+        queue = bytearray()
+        is_bos_ws = True
+        written = False
+        for token_id in ids:
+            kind = self.types[token_id]
+            if kind == BYTE:
+                queue.append(piece_to_byte(self.pieces[token_id]) or 0)
+                continue
+            if queue:
+                parts.append(decode_utf8_per_byte(bytes(queue)))
+                written = written or bool(parts[-1])
+                queue.clear()
+            if written:
+                is_bos_ws = False
+            if kind == CONTROL:
+                continue
+            piece = self.pieces[token_id]
+            has_bos_ws = False
+            if is_bos_ws and strip:
+                has_bos_ws = piece.startswith(SPACE)
+                stripped = piece[1:] if has_bos_ws else piece
+                has_bos_ws = has_bos_ws and not spec.remove_extra_whitespaces
+            else:
+                stripped = piece
+            surface = (self.unk_surface if kind == UNKNOWN or token_id == self.tables()["proc_unk"]
+                       else stripped.replace(SPACE, " "))
+            parts.append(surface)
+            written = written or bool(surface)
+            if has_bos_ws or written:
+                is_bos_ws = False
+        if queue:
+            parts.append(decode_utf8_per_byte(bytes(queue)))
+        text = "".join(parts)
+        if self.denormalizer is not None:
+            text = self.denormalizer.normalize(text.encode("utf-8", "surrogatepass"))[0].decode(
+                "utf-8", "surrogateescape")
+        return text
+
+
+def _char_end(to_char: list[int], byte_end: int) -> int:
+    """The character offset just past byte `byte_end - 1` (byte ends may fall inside one)."""
+    if byte_end == 0:
+        return 0
+    return to_char[byte_end - 1] + 1
