@@ -25,6 +25,8 @@ from forma_gui.core.quant_layout import (
 #: output elements per chunk when the caller does not say: 512 KiB of float32, so the chunk
 #: and its temporaries stay in L2 (measured: 2^17 beat 2^16 and 2^18 on a 2 MB L2)
 DEFAULT_CHUNK_ELEMENTS = 1 << 17
+#: output elements whose per-block factors are decoded in one go (they are 1/16 of it at most)
+FACTOR_GROUP_ELEMENTS = 1 << 21
 
 #: the 16 non-linear levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl)
 IQ4_KVALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10,
@@ -250,10 +252,10 @@ def dequantize_reference(raw: np.ndarray | bytes, dtype: str) -> np.ndarray:
 def _reference_kernel(dtype: str) -> quant_fast.Kernel:
     fmt = FORMATS[dtype]
 
-    def kernel(blocks: Blocks, out: np.ndarray) -> None:
+    def apply(blocks: Blocks, factors: tuple, out: np.ndarray) -> None:
         fields = _fields(blocks, dtype)
         out[...] = fmt.values(fmt.scales(fields), fmt.quants(fields))
-    return kernel
+    return quant_fast.Kernel(lambda blocks: (), apply)
 
 
 def _kernel(dtype: str) -> quant_fast.Kernel:
@@ -294,10 +296,17 @@ def dequantize_into(raw: np.ndarray | bytes, dtype: str, out: np.ndarray, *,
                          f"{blocks.shape[0] * block_size}")
     rows = out.reshape(-1, block_size)                                  # (n_blocks, block_size)
     step = _chunk_blocks(dtype, chunk_blocks)
+    # per-block factors (scales, mins) are decoded for many chunks at once: they are small
+    group = step * max(1, FACTOR_GROUP_ELEMENTS // (step * block_size))
     # garbage scales may overflow to inf or make 0 · inf = nan, exactly as in ggml: no warnings
     with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, blocks.shape[0], step):
-            kernel(blocks[start:start + step], rows[start:start + step])
+        for first in range(0, blocks.shape[0], group):
+            part = blocks[first:first + group]
+            factors = kernel.factors(part)
+            for start in range(0, part.shape[0], step):
+                chunk = slice(start, start + step)
+                kernel.apply(part[chunk], tuple(f[chunk] for f in factors),
+                             rows[first + start:first + start + step])
     return out
 
 

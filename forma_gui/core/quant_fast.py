@@ -13,13 +13,11 @@ a small integer; the one rounding is the final add/subtract of the min.)
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from forma_gui.core.quant_layout import field_offsets, q3_k_scales
-
-Kernel = Callable[[np.ndarray, np.ndarray], None]
 
 _ONES = 0x0101010101010101  # bit 0 of each byte of a uint64
 
@@ -37,8 +35,19 @@ def _column(blocks: np.ndarray, offset: int, dtype: str) -> np.ndarray:
 
 
 def _f16(blocks: np.ndarray, dtype: str, field: str) -> np.ndarray:
-    """An f16 field of every block -> contiguous (n, 1) float32 (exact)."""
-    return _column(blocks, _at(dtype, field), "<f2").astype(np.float32)[:, None]
+    """An f16 field of every block -> contiguous (n, 1) float32 (exact, by table lookup)."""
+    bits = _column(blocks, _at(dtype, field), "<u2").astype(np.intp)
+    return np.take(_f16_table(), bits, mode="clip")[:, None]
+
+
+@lru_cache(maxsize=None)
+def _f16_table() -> np.ndarray:
+    """All 65536 half floats as float32 (numpy's own conversion, so NaN payloads agree).
+
+    numpy's f16 -> f32 cast is scalar code (its x86 baseline has no F16C); looking the
+    bits up in this 256 KB table is about twice as fast and gives the same bits.
+    """
+    return np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 @lru_cache(maxsize=None)
@@ -64,15 +73,11 @@ def _field(blocks: np.ndarray, offset: int, runs: int, run: int) -> np.ndarray:
     return field
 
 
-def _plane(words: np.ndarray, p: int, width: int, to: int) -> np.ndarray:
-    """Bits [p*width, (p+1)*width) of every byte moved to bit `to`, eight bytes per uint64 op."""
-    mask = np.uint64(((1 << width) - 1) * _ONES << to)
-    shift = p * width - to
-    if shift == 0:
-        return words & mask
-    plane = words >> np.uint64(shift) if shift > 0 else words << np.uint64(-shift)
-    plane &= mask  # also clears the bits that crossed over from the neighbouring byte
-    return plane
+@lru_cache(maxsize=None)
+def _word_shifts(runs: int, planes: int, run: int, width: int) -> np.ndarray:
+    """Shift of each uint64 word of a (runs, planes, run)-byte block: plane p shifts by p*width."""
+    per_run = np.repeat(np.arange(planes, dtype=np.uint64) * np.uint64(width), run // 8)
+    return np.tile(per_run, runs)                                        # (runs * planes * run / 8,)
 
 
 def _planes(blocks: np.ndarray, offset: int, runs: int, run: int, width: int,
@@ -82,16 +87,21 @@ def _planes(blocks: np.ndarray, offset: int, runs: int, run: int, width: int,
     The packed field is `runs` runs of `run` bytes at `offset` (run a multiple of 8); within
     a run the elements are bits [0, width) of every byte, then bits [width, 2 width), ...
     as in ggml's `q[l] >> shift` loops. Values land at bit `to`, ready to OR above others.
+    Each run is copied once per plane (one void item each), then every uint64 word is
+    shifted by its plane's amount and masked, eight bytes per operation; a mask that is
+    the same in every byte also clears the bits that crossed over from the next byte.
     """
-    n = blocks.shape[0]
-    field = _field(blocks, offset, runs, run)                           # (n, runs, run)
+    n, stride = blocks.shape
     planes = 8 // width
     if planes == 1:
-        return field.reshape(n, -1)
-    words = field.view(np.uint64)
+        return _field(blocks, offset, runs, run).reshape(n, -1)
     x = np.empty((n, runs, planes, run), np.uint8)                      # element order
-    for p in range(planes):
-        _gather(x[:, :, p], _plane(words, p, width, to), 0, (runs * run, run))
+    _gather(x, blocks, offset, (stride, run, 0))
+    words = x.view(np.uint64).reshape(n, -1)                            # (n, words per block)
+    words >>= _word_shifts(runs, planes, run, width)
+    words &= np.uint64(((1 << width) - 1) * _ONES)
+    if to:
+        words <<= np.uint64(to)
     return x.reshape(n, -1)
 
 
@@ -99,7 +109,7 @@ def _le_bits(blocks: np.ndarray, offset: int, nbytes: int, to: int) -> np.ndarra
     """Bit j of the little-endian integer at `offset`, moved to bit `to` -> (n, 8 * nbytes) uint8."""
     packed = _field(blocks, offset, 1, nbytes)
     bits = np.unpackbits(packed.reshape(-1), bitorder="little")         # (n * 8 * nbytes,)
-    bits <<= np.uint8(to)
+    bits.view(np.uint64)[...] <<= np.uint64(to)                         # 0/1 bytes: no carries
     return bits.reshape(blocks.shape[0], -1)
 
 
@@ -110,16 +120,20 @@ def _as_float(out: np.ndarray, q: np.ndarray, offset: int = 0) -> None:
     if offset:
         q -= np.uint8(offset)
         q = q.view(np.int8)
-    out[...] = q
+    out[...] = q.reshape(out.shape)
 
 
 def _repeat(per_sub: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """(n, n_sub) factors -> (n, block_size), each repeated over its sub-block."""
+    """(n, n_sub) factors -> (n, block_size), each repeated over its sub-block.
+
+    Measured faster than broadcasting (n * n_sub, per) against (n * n_sub, 1): that pays
+    numpy's loop setup once per sub-block, the repeat once per chunk.
+    """
     return np.repeat(per_sub.reshape(-1), out.size // per_sub.size).reshape(out.shape)
 
 
 def _scale(out: np.ndarray, d: np.ndarray, m: np.ndarray | None = None, sign: int = 1) -> None:
-    """out = out · d (+ or −) m, with d and m given per block or per sub-block."""
+    """out = out · d (+ or −) m, with d and m given per block or per sub-block, as gguf-py."""
     out *= _repeat(d, out)
     if m is None:
         return
@@ -129,15 +143,43 @@ def _scale(out: np.ndarray, d: np.ndarray, m: np.ndarray | None = None, sign: in
         out -= _repeat(m, out)
 
 
+# ---------------------------------------------------------------- kernels
+
+class Kernel(NamedTuple):
+    """A format's fast path in two steps.
+
+    `factors(blocks)` decodes the small per-block numbers (scales, mins; (n, ...) arrays)
+    for many blocks at once; `apply(blocks, factors, out)` does the per-element work for
+    one cache-sized chunk, given those rows of the factors. Splitting them keeps the
+    per-chunk numpy calls few: their fixed cost, not arithmetic, dominated small chunks.
+    """
+
+    factors: Callable[[np.ndarray], tuple[np.ndarray, ...]]
+    apply: Callable[[np.ndarray, tuple[np.ndarray, ...], np.ndarray], None]
+
+
+def _no_factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+    return ()
+
+
+def _f16_factors(dtype: str, *names: str) -> Callable[[np.ndarray], tuple[np.ndarray, ...]]:
+    """Factors that are just f16 fields of the block (d, m)."""
+    return lambda blocks: tuple(_f16(blocks, dtype, name) for name in names)
+
+
 # ---------------------------------------------------------------- one value per block
 
-def _copy_kernel(storage: str) -> Kernel:
-    def kernel(blocks: np.ndarray, out: np.ndarray) -> None:
-        np.copyto(out, blocks.view(storage), casting="unsafe")
-    return kernel
+def _f16_values(blocks: np.ndarray, factors: tuple, out: np.ndarray) -> None:
+    index = np.empty(out.size, np.intp)
+    np.copyto(index, blocks.view("<u2").reshape(-1), casting="unsafe")
+    np.take(_f16_table(), index, out=out.reshape(-1), mode="clip")
 
 
-def _bf16(blocks: np.ndarray, out: np.ndarray) -> None:
+def _f32_values(blocks: np.ndarray, factors: tuple, out: np.ndarray) -> None:
+    np.copyto(out, blocks.view("<f4"))
+
+
+def _bf16_values(blocks: np.ndarray, factors: tuple, out: np.ndarray) -> None:
     # bf16 is the top half of a float32: widen the 16 bits and shift them into place
     bits = out.view(np.uint32)
     np.copyto(bits, blocks.view("<u2"), casting="unsafe")
@@ -146,39 +188,35 @@ def _bf16(blocks: np.ndarray, out: np.ndarray) -> None:
 
 # ---------------------------------------------------------------- 32-element blocks
 
-def _nibbles_32(blocks: np.ndarray, dtype: str) -> np.ndarray:
-    return _planes(blocks, _at(dtype, "qs"), 1, 16, 4)                  # (n, 32)
+def _q4_quants(blocks: np.ndarray, dtype: str) -> np.ndarray:
+    return _planes(blocks, _at(dtype, "qs"), 1, 16, 4)                  # (n, 32) 0..15
 
 
 def _q5_quants(blocks: np.ndarray, dtype: str) -> np.ndarray:
-    q = _nibbles_32(blocks, dtype)
+    q = _q4_quants(blocks, dtype)
     q |= _le_bits(blocks, _at(dtype, "qh"), 4, to=4)
     return q                                                            # (n, 32) 0..31
 
 
-def _q4_0(blocks: np.ndarray, out: np.ndarray) -> None:
-    _as_float(out, _nibbles_32(blocks, "Q4_0"), 8)
-    _scale(out, _f16(blocks, "Q4_0", "d"))
+def _symmetric(quants: Callable[[np.ndarray, str], np.ndarray], dtype: str, offset: int) -> Kernel:
+    """d · (q − offset): Q4_0, Q5_0."""
+    def apply(blocks: np.ndarray, factors: tuple, out: np.ndarray) -> None:
+        _as_float(out, quants(blocks, dtype), offset)
+        _scale(out, *factors)
+    return Kernel(_f16_factors(dtype, "d"), apply)
 
 
-def _q4_1(blocks: np.ndarray, out: np.ndarray) -> None:
-    _as_float(out, _nibbles_32(blocks, "Q4_1"))
-    _scale(out, _f16(blocks, "Q4_1", "d"), _f16(blocks, "Q4_1", "m"))
+def _affine(quants: Callable[[np.ndarray, str], np.ndarray], dtype: str) -> Kernel:
+    """d · q + m: Q4_1, Q5_1."""
+    def apply(blocks: np.ndarray, factors: tuple, out: np.ndarray) -> None:
+        _as_float(out, quants(blocks, dtype))
+        _scale(out, *factors)
+    return Kernel(_f16_factors(dtype, "d", "m"), apply)
 
 
-def _q5_0(blocks: np.ndarray, out: np.ndarray) -> None:
-    _as_float(out, _q5_quants(blocks, "Q5_0"), 16)
-    _scale(out, _f16(blocks, "Q5_0", "d"))
-
-
-def _q5_1(blocks: np.ndarray, out: np.ndarray) -> None:
-    _as_float(out, _q5_quants(blocks, "Q5_1"))
-    _scale(out, _f16(blocks, "Q5_1", "d"), _f16(blocks, "Q5_1", "m"))
-
-
-def _q8_0(blocks: np.ndarray, out: np.ndarray) -> None:
-    _as_float(out, _field(blocks, _at("Q8_0", "qs"), 1, 32).view(np.int8).reshape(out.shape))
-    _scale(out, _f16(blocks, "Q8_0", "d"))
+def _q8_0_values(blocks: np.ndarray, factors: tuple, out: np.ndarray) -> None:
+    _as_float(out, _field(blocks, _at("Q8_0", "qs"), 1, 32).view(np.int8))
+    _scale(out, *factors)
 
 
 # ---------------------------------------------------------------- K-quants (256 elements)
@@ -201,60 +239,78 @@ def _k_scale_min(blocks: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray
             mins.view(np.uint8).astype(np.float32))
 
 
-def _k_with_mins(blocks: np.ndarray, out: np.ndarray, q: np.ndarray, dtype: str) -> None:
-    """(d · scale) · q − (dmin · min) per 32-element sub-block (Q4_K, Q5_K)."""
-    scales, mins = _k_scale_min(blocks, dtype)
-    _as_float(out, q)
-    _scale(out, _f16(blocks, dtype, "d") * scales, _f16(blocks, dtype, "dmin") * mins, -1)
+def _k_min_factors(dtype: str) -> Callable[[np.ndarray], tuple[np.ndarray, ...]]:
+    """Q4_K/Q5_K: (d · scale, dmin · min) per 32-element sub-block, (n, 8) each."""
+    def factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+        scales, mins = _k_scale_min(blocks, dtype)
+        return _f16(blocks, dtype, "d") * scales, _f16(blocks, dtype, "dmin") * mins
+    return factors
 
 
-def _q4_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    _k_with_mins(blocks, out, _planes(blocks, _at("Q4_K", "qs"), 4, 32, 4), "Q4_K")
-
-
-def _q5_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    q = _planes(blocks, _at("Q5_K", "qs"), 4, 32, 4)                    # (n, 256) low 4 bits
-    q |= _planes(blocks, _at("Q5_K", "qh"), 1, 32, 1, to=4)             # bit 4
-    _k_with_mins(blocks, out, q, "Q5_K")
-
-
-def _q6_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    q = _planes(blocks, _at("Q6_K", "ql"), 2, 64, 4)                    # (n, 256) low 4 bits
-    q |= _planes(blocks, _at("Q6_K", "qh"), 2, 32, 2, to=4)             # bits 4-5
-    scales = _field(blocks, _at("Q6_K", "scales"), 1, 16).view(np.int8).reshape(-1, 16)
-    _as_float(out, q, 32)
-    _scale(out, _f16(blocks, "Q6_K", "d") * scales.astype(np.float32))
-
-
-def _q2_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    q = _planes(blocks, _at("Q2_K", "qs"), 2, 32, 2)                    # (n, 256) 0..3
+def _q2_k_factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(d · scale, dmin · min) per 16-element sub-block, (n, 16) each: 4-bit halves of a byte."""
     packed = _field(blocks, _at("Q2_K", "scales"), 1, 16).reshape(-1, 16)
-    scales = (packed & np.uint8(15)).astype(np.float32)                 # (n, 16)
-    mins = (packed >> np.uint8(4)).astype(np.float32)
-    _as_float(out, q)
-    _scale(out, _f16(blocks, "Q2_K", "d") * scales, _f16(blocks, "Q2_K", "dmin") * mins, -1)
+    return (_f16(blocks, "Q2_K", "d") * (packed & np.uint8(15)).astype(np.float32),
+            _f16(blocks, "Q2_K", "dmin") * (packed >> np.uint8(4)).astype(np.float32))
 
 
-def _q3_k(blocks: np.ndarray, out: np.ndarray) -> None:
-    q = _planes(blocks, _at("Q3_K", "qs"), 2, 32, 2)                    # (n, 256) low 2 bits
-    q |= _planes(blocks, _at("Q3_K", "hmask"), 1, 32, 1, to=2)          # bit 2
+def _q3_k_factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
     scales = q3_k_scales(_field(blocks, _at("Q3_K", "scales"), 1, 12).reshape(-1, 12))
-    _as_float(out, q, 4)
-    _scale(out, _f16(blocks, "Q3_K", "d") * scales.astype(np.float32))
+    return (_f16(blocks, "Q3_K", "d") * scales.astype(np.float32),)    # (n, 16)
+
+
+def _q6_k_factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+    scales = _field(blocks, _at("Q6_K", "scales"), 1, 16).view(np.int8).reshape(-1, 16)
+    return (_f16(blocks, "Q6_K", "d") * scales.astype(np.float32),)    # (n, 16)
+
+
+def _k_quant(factors: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+             quants: Callable[[np.ndarray], np.ndarray], offset: int) -> Kernel:
+    """(d · scale) · (q − offset) [− dmin · min] per sub-block."""
+    def apply(blocks: np.ndarray, f: tuple, out: np.ndarray) -> None:
+        _as_float(out, quants(blocks), offset)
+        _scale(out, *f, sign=-1)
+    return Kernel(factors, apply)
+
+
+def _q4_k_quants(blocks: np.ndarray) -> np.ndarray:
+    return _planes(blocks, _at("Q4_K", "qs"), 4, 32, 4)                # (n, 256) 0..15
+
+
+def _q5_k_quants(blocks: np.ndarray) -> np.ndarray:
+    q = _planes(blocks, _at("Q5_K", "qs"), 4, 32, 4)                    # low 4 bits
+    q |= _planes(blocks, _at("Q5_K", "qh"), 1, 32, 1, to=4)             # bit 4
+    return q
+
+
+def _q6_k_quants(blocks: np.ndarray) -> np.ndarray:
+    q = _planes(blocks, _at("Q6_K", "ql"), 2, 64, 4)                    # low 4 bits
+    q |= _planes(blocks, _at("Q6_K", "qh"), 2, 32, 2, to=4)             # bits 4-5
+    return q
+
+
+def _q2_k_quants(blocks: np.ndarray) -> np.ndarray:
+    return _planes(blocks, _at("Q2_K", "qs"), 2, 32, 2)                 # (n, 256) 0..3
+
+
+def _q3_k_quants(blocks: np.ndarray) -> np.ndarray:
+    q = _planes(blocks, _at("Q3_K", "qs"), 2, 32, 2)                    # low 2 bits
+    q |= _planes(blocks, _at("Q3_K", "hmask"), 1, 32, 1, to=2)          # bit 2
+    return q
 
 
 KERNELS: dict[str, Kernel] = {
-    "F32": _copy_kernel("<f4"),
-    "F16": _copy_kernel("<f2"),
-    "BF16": _bf16,
-    "Q4_0": _q4_0,
-    "Q4_1": _q4_1,
-    "Q5_0": _q5_0,
-    "Q5_1": _q5_1,
-    "Q8_0": _q8_0,
-    "Q2_K": _q2_k,
-    "Q3_K": _q3_k,
-    "Q4_K": _q4_k,
-    "Q5_K": _q5_k,
-    "Q6_K": _q6_k,
+    "F32": Kernel(_no_factors, _f32_values),
+    "F16": Kernel(_no_factors, _f16_values),
+    "BF16": Kernel(_no_factors, _bf16_values),
+    "Q4_0": _symmetric(_q4_quants, "Q4_0", 8),
+    "Q4_1": _affine(_q4_quants, "Q4_1"),
+    "Q5_0": _symmetric(_q5_quants, "Q5_0", 16),
+    "Q5_1": _affine(_q5_quants, "Q5_1"),
+    "Q8_0": Kernel(_f16_factors("Q8_0", "d"), _q8_0_values),
+    "Q2_K": _k_quant(_q2_k_factors, _q2_k_quants, 0),
+    "Q3_K": _k_quant(_q3_k_factors, _q3_k_quants, 4),
+    "Q4_K": _k_quant(_k_min_factors("Q4_K"), _q4_k_quants, 0),
+    "Q5_K": _k_quant(_k_min_factors("Q5_K"), _q5_k_quants, 0),
+    "Q6_K": _k_quant(_q6_k_factors, _q6_k_quants, 32),
 }
