@@ -9,6 +9,8 @@ for the bytes ``E2 80``, which are not valid UTF-8 on their own and must survive
 """
 from __future__ import annotations
 
+from itertools import repeat
+
 from forma_gui.errors import FormatError
 
 
@@ -37,6 +39,7 @@ UNICODE_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_UNICODE.items()}
 _ENCODE_TABLE = {b: c for b, c in BYTE_TO_UNICODE.items()}
 _DECODE_TABLE = {cp: "\uffff" for cp in range(0x144)}
 _DECODE_TABLE.update({ord(c): chr(b) for c, b in UNICODE_TO_BYTE.items()})
+_SEPARATOR = "\u0144"
 
 
 def bytes_to_unicode_str(data: bytes) -> str:
@@ -63,24 +66,20 @@ def unicode_str_to_bytes(piece: str) -> bytes:
 
 
 def pieces_to_bytes(pieces: list[str]) -> list[bytes]:
-    """Many vocabulary strings -> their bytes in one C-level pass (vocabulary loading).
+    """Many vocabulary strings -> their bytes in a few C-level passes (vocabulary loading).
 
-    Every map character is one byte, so byte lengths equal string lengths and the joined
-    result can be cut at the same offsets. ValueError names the first bad piece.
+    The pieces are joined with U+0144, the first character after the map's range: translation
+    leaves it alone, so the translated text splits back into the pieces. ValueError names the
+    first bad piece.
     """
-    try:
-        joined = "".join(pieces).translate(_DECODE_TABLE).encode("latin-1")
-    except UnicodeEncodeError:
-        for piece in pieces:
-            unicode_str_to_bytes(piece)
-        raise  # pragma: no cover - the loop above raises first
-    out: list[bytes] = []
-    pos = 0
-    for piece in pieces:
-        end = pos + len(piece)
-        out.append(joined[pos:end])
-        pos = end
-    return out
+    joined = _SEPARATOR.join(pieces)
+    if joined.count(_SEPARATOR) == len(pieces) - 1:
+        try:
+            parts = joined.translate(_DECODE_TABLE).split(_SEPARATOR)
+            return list(map(str.encode, parts, repeat("latin-1")))
+        except UnicodeEncodeError:
+            pass
+    return [unicode_str_to_bytes(piece) for piece in pieces]
 
 
 def bytes_to_pieces(datas: list[bytes]) -> list[str]:

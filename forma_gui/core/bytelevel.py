@@ -36,7 +36,8 @@ files) become `unk_id` if one is given and are dropped otherwise, as HF tokenize
 from __future__ import annotations
 
 import unicodedata
-from itertools import chain
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Iterable, Mapping, Sequence
 
 import regex
@@ -104,7 +105,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         pieces = _pieces_by_id(vocab)
         self._pieces: list[str] | None = pieces
         self._bytes, self._literal = _decode_pieces(pieces)
-        self._piece_ids: dict[str, int] | None = None
+        self._piece_ids: dict[str, int] | None = dict(vocab) if isinstance(vocab, Mapping) else None
         self._ranks: dict[bytes, int] | None = None
         self._setup_merges(merges, strict)
         self._ignore_merges = ignore_merges
@@ -147,21 +148,41 @@ class ByteLevelBPETokenizer(Tokenizer):
         """
         merges = list(merges)
         self._holes = {i for i, data in enumerate(self._bytes) if not data} if b"" in self._bytes else set()
-        self._encoder = dict(zip(self._bytes, range(len(self._bytes))))
-        self._encoder.pop(b"", None)
-        for i in self._literal:  # literal pieces are never BPE symbols
-            if self._encoder.get(self._bytes[i]) == i:
-                del self._encoder[self._bytes[i]]
+        self._model_bytes = self._bytes  # before added tokens: what the model vocabulary spells
+        self._encoder_map: dict[bytes, int] | None = None
         self._shift = shift = max(len(self._bytes), 2).bit_length()
-        triples = _merge_id_columns(merges, self._piece_id_map())
+        piece_ids = self._piece_id_map()
+        triples = _merge_id_columns(merges, piece_ids)
         if triples is None:  # some merge is malformed or unknown: find it (or skip the bad ones)
-            triples = _merge_id_rows(merges, self._piece_id_map(), strict)
+            triples = _merge_id_rows(merges, piece_ids, strict)
         ranks, lefts, rights, merged = triples
-        keys = [a << shift | b for a, b in zip(lefts, rights)]
-        values = [r << shift | m for r, m in zip(ranks, merged)]
-        self._merges = dict(zip(keys, values))
-        self._merge_rank = dict(zip(reversed(merged), reversed(ranks)))  # first merge making an id
-        self._byte_ids = [self._encoder.get(bytes([b])) for b in range(256)]
+        self._merges = dict(zip(_pack(lefts, rights, shift), _pack(ranks, merged, shift)))
+        self._merge_columns: tuple | None = (ranks, merged)
+        self._merge_rank_map: dict[int, int] | None = None
+        size = len(self._bytes)
+        self._byte_ids = [i if i is not None and i < size and i not in self._literal else None
+                          for i in map(piece_ids.get, BYTE_TO_UNICODE.values())]
+
+    @property
+    def _encoder(self) -> dict[bytes, int]:
+        """Model vocabulary bytes -> id (built on first use; tiktoken: the rank table)."""
+        if self._encoder_map is None:
+            encoder = dict(zip(self._model_bytes, range(len(self._model_bytes))))
+            encoder.pop(b"", None)
+            for i in self._literal:  # literal pieces are never BPE symbols
+                if encoder.get(self._model_bytes[i]) == i:
+                    del encoder[self._model_bytes[i]]
+            self._encoder_map = encoder
+        return self._encoder_map
+
+    @property
+    def _merge_rank(self) -> dict[int, int]:
+        """Token id -> rank of the first merge that creates it (built on first use)."""
+        if self._merge_rank_map is None:
+            ranks, merged = self._merge_columns
+            self._merge_rank_map = dict(zip(reversed(merged), reversed(ranks)))
+            self._merge_columns = None
+        return self._merge_rank_map
 
     def _setup_common(self, pattern, normalizer, add_prefix_space: bool) -> None:
         self._patterns = _compile_all(pattern)
@@ -175,28 +196,32 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._piece_cache: dict[str, tuple[int, ...]] = {}
         self._chunk_cache: dict[str, tuple[int, ...]] = {}
         if self._ranks is not None:
-            self._encoder = self._ranks
+            self._encoder_map = self._ranks
+            self._model_bytes = self._bytes
         self._added_by_id = {t.id: t for t in self.added_tokens}
         self._install_added()
 
     def _install_added(self) -> None:
         """Added tokens get their content as piece and UTF-8 bytes, growing the id space if needed."""
         top = max(self._added_by_id, default=-1) + 1
-        if top > len(self._bytes):
-            self._holes.update(range(len(self._bytes), top))
-            self._bytes = self._bytes + [b""] * (top - len(self._bytes))
-            if self._pieces is not None:
-                self._pieces = self._pieces + [""] * (top - len(self._pieces))
+        # copies, so that self._model_bytes keeps what the model vocabulary spells
+        self._holes.update(range(len(self._bytes), top))
+        self._bytes = self._bytes + [b""] * (top - len(self._bytes))
+        if self._pieces is not None:
+            self._pieces = self._pieces + [""] * (top - len(self._pieces))
         for token in self.added_tokens:
             self._bytes[token.id] = token.content.encode("utf-8")
             self._holes.discard(token.id)
             if self._pieces is not None:
                 self._pieces[token.id] = token.content
-        self._piece_ids = None
+            if self._piece_ids is not None:
+                self._piece_ids[token.content] = token.id
 
     def _piece_id_map(self) -> dict[str, int]:
         if self._piece_ids is None:
-            self._piece_ids = {p: i for i, p in enumerate(self.pieces) if p}
+            piece_ids = dict(zip(self.pieces, range(len(self.pieces))))
+            piece_ids.pop("", None)
+            self._piece_ids = piece_ids
         return self._piece_ids
 
     # ---- the Tokenizer interface ----------------------------------------------------------
@@ -453,16 +478,15 @@ def _decode_pieces(pieces: list[str]) -> tuple[list[bytes], set[int]]:
     return out, literal
 
 
-def _split_merge(merge: str | Sequence[str]) -> list[str]:
-    return merge.split(" ") if isinstance(merge, str) else list(merge)
-
-
-def _merge_id_columns(merges: list, piece_ids: dict[str, int]):
+def _merge_id_columns(merges: list, piece_ids: Mapping[str, int]):
     """(ranks, left ids, right ids, merged ids) at C speed, or None if any merge is unusable."""
-    parts = list(map(_split_merge, merges))
-    if any(len(p) != 2 for p in parts):
+    if not merges:
+        return range(0), [], [], []
+    if all(map(str.__instancecheck__, merges)):
+        merges = list(map(str.split, merges, repeat(" ")))
+    if set(map(len, merges)) != {2}:
         return None
-    lefts, rights = (list(c) for c in zip(*parts)) if parts else ([], [])
+    lefts, rights = list(map(itemgetter(0), merges)), list(map(itemgetter(1), merges))
     get = piece_ids.get
     columns = [list(map(get, lefts)), list(map(get, rights)), list(map(get, map(str.__add__, lefts, rights)))]
     if any(None in column for column in columns):
@@ -476,7 +500,7 @@ def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):
     ranks: list[int] = []
     columns: tuple[list[int], list[int], list[int]] = ([], [], [])
     for rank, merge in enumerate(merges):
-        parts = _split_merge(merge)
+        parts = merge.split(" ") if isinstance(merge, str) else list(merge)
         if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
             problem = f"expected two pieces separated by one space, got {merge!r}"
         else:
@@ -492,6 +516,11 @@ def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):
         if strict:
             raise MergeError(problem, rank)
     return (ranks, *columns)
+
+
+def _pack(high: Sequence[int], low: Sequence[int], shift: int) -> list[int]:
+    """[h << shift | l ...] for two equal-length int columns."""
+    return [h << shift | l for h, l in zip(high, low)]
 
 
 def _compile_all(pattern) -> list[regex.Pattern]:

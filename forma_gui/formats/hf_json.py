@@ -1,0 +1,171 @@
+"""HuggingFace ``tokenizer.json`` with a byte-level BPE model.
+
+Supported: ``model.type == "BPE"`` (merges as ``"a b"`` strings or ``["a", "b"]`` lists,
+``ignore_merges``, ``unk_token``/``fuse_unk``); pre-tokenizers ``ByteLevel`` and
+``Split(behavior="Isolated")``, alone or in a ``Sequence``; normalizers NFC/NFKC/NFD/NFKD
+(alone or in a ``Sequence``); ``added_tokens`` with their lstrip/rstrip/single_word/
+normalized/special flags. The post-processor and decoder are not needed: `encode` adds no
+BOS/EOS, and byte-level decoding is fixed. ``dropout`` is ignored (it only randomizes
+training-time encodes).
+
+Anything else (WordPiece/Unigram/WordLevel models, Metaspace/Whitespace pre-tokenizers,
+Lowercase/Replace normalizers, BPE without ByteLevel) is a FormatError that names it.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from forma_gui.core import patterns as pats
+from forma_gui.core.bytelevel import NORMALIZERS, ByteLevelBPETokenizer, MergeError
+from forma_gui.core.tokenizer import AddedToken
+from forma_gui.errors import FormatError
+
+
+def load_hf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> ByteLevelBPETokenizer:
+    """Load a tokenizer.json; `pattern` (name or regex) replaces the file's regex stages."""
+    path = Path(path)
+    obj = _read_json(path)
+    model = _section(obj, "model", dict, path)
+    _check_model(model, path)
+    stages, prefix_space = pre_tokenizer_stages(obj.get("pre_tokenizer"), path)
+    if pattern:
+        stages = [pats.resolve_name(pattern)]
+    forms = normalizer_forms(obj.get("normalizer"), path)
+    vocab = _section(model, "vocab", dict, path)
+    merges = _section(model, "merges", list, path)
+    added = added_tokens(obj.get("added_tokens") or [], path)
+    unk = model.get("unk_token")
+    unk_id = vocab.get(unk) if unk is not None else None
+    try:
+        return ByteLevelBPETokenizer(
+            vocab, merges, pattern=[_compile(s, path) for s in stages], added_tokens=added,
+            normalizer=forms, add_prefix_space=prefix_space,
+            ignore_merges=bool(model.get("ignore_merges")), unk_id=unk_id,
+            fuse_unk=bool(model.get("fuse_unk")), name=path.parent.name or path.name, path=str(path))
+    except MergeError as e:
+        raise FormatError(f"model.merges[{e.index}]: {e}", path=path) from None
+    except ValueError as e:
+        raise FormatError(f"model: {e}", path=path) from None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_bytes())
+    except OSError as e:
+        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
+    except UnicodeDecodeError as e:
+        raise FormatError("not UTF-8 text", path=path, offset=e.start) from None
+    except json.JSONDecodeError as e:
+        raise FormatError(f"invalid JSON: {e.msg}", path=path, line=e.lineno) from None
+    if not isinstance(obj, dict):
+        raise FormatError("expected a JSON object at the top level", path=path)
+    return obj
+
+
+def _section(obj: dict, key: str, kind: type, path: Path) -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind):
+        raise FormatError(f"expected {key!r} to be a JSON {'object' if kind is dict else 'array'}", path=path)
+    return value
+
+
+def _check_model(model: dict, path: Path) -> None:
+    kind = model.get("type") or ("BPE" if "merges" in model else None)
+    if kind != "BPE":
+        raise FormatError(f"tokenizer.json model type {kind or 'unknown'!r} is not supported here "
+                          "(this loader reads byte-level BPE models)", path=path)
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            raise FormatError(f"BPE with {key}={model[key]!r} is not byte-level BPE; not supported",
+                              path=path)
+
+
+def pre_tokenizer_stages(spec: dict | None, path: Path) -> tuple[list[str], bool]:
+    """(regex sources applied in order, add_prefix_space) of a pre_tokenizer section.
+
+    A ByteLevel stage must be present: without it the BPE does not run on bytes.
+    """
+    stages: list[str] = []
+    byte_level = prefix_space = False
+    for item in _flatten(spec, "pretokenizers", path):
+        kind = item.get("type")
+        if kind == "ByteLevel":
+            if item.get("add_prefix_space") and stages:
+                raise FormatError("ByteLevel(add_prefix_space=true) after another pre-tokenizer is "
+                                  "not supported", path=path)
+            byte_level = True
+            prefix_space = prefix_space or bool(item.get("add_prefix_space"))
+            if item.get("use_regex", True):
+                stages.append(pats.HF_BYTELEVEL_REGEX)
+        elif kind == "Split":
+            stages.append(_split_regex(item, path))
+        else:
+            raise FormatError(f"pre-tokenizer {kind!r} is not supported (ByteLevel and Split are)", path=path)
+    if not byte_level:
+        raise FormatError("BPE without a ByteLevel pre-tokenizer is not byte-level BPE; not supported",
+                          path=path)
+    return stages, prefix_space
+
+
+def _split_regex(item: dict, path: Path) -> str:
+    behavior, invert = item.get("behavior"), item.get("invert", False)
+    if behavior != "Isolated" or invert:
+        raise FormatError(f"Split with behavior={behavior!r}, invert={invert!r} is not supported "
+                          "(only Isolated, not inverted)", path=path)
+    spec = item.get("pattern") or {}
+    if isinstance(spec.get("Regex"), str):
+        return spec["Regex"]
+    if isinstance(spec.get("String"), str):
+        return regex.escape(spec["String"])
+    raise FormatError(f"Split pattern {spec!r} is neither Regex nor String", path=path)
+
+
+def normalizer_forms(spec: dict | None, path: Path) -> list[str]:
+    """Unicode normalization forms of a normalizer section, in order."""
+    forms = []
+    for item in _flatten(spec, "normalizers", path):
+        kind = item.get("type")
+        if kind not in NORMALIZERS:
+            raise FormatError(f"normalizer {kind!r} is not supported (NFC, NFKC, NFD, NFKD are)", path=path)
+        forms.append(kind)
+    return forms
+
+
+def _flatten(spec: dict | None, key: str, path: Path) -> list[dict]:
+    """The leaves of a (possibly nested) Sequence section."""
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        raise FormatError(f"expected an object or null, got {spec!r}", path=path)
+    if spec.get("type") == "Sequence":
+        items = spec.get(key)
+        if not isinstance(items, list):
+            raise FormatError(f"Sequence without a {key!r} list", path=path)
+        return [leaf for item in items for leaf in _flatten(item, key, path)]
+    return [spec]
+
+
+def added_tokens(items: list, path: Path) -> list[AddedToken]:
+    """The added_tokens section as AddedToken records."""
+    out = []
+    for n, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("content"), str) \
+                or type(item.get("id")) is not int or item["id"] < 0:
+            raise FormatError(f"added_tokens[{n}]: expected {{'id': int, 'content': str, ...}}", path=path)
+        flags = {k: bool(item.get(k, default)) for k, default in
+                 (("special", False), ("lstrip", False), ("rstrip", False),
+                  ("single_word", False), ("normalized", not item.get("special", False)))}
+        out.append(AddedToken(item["content"], item["id"], **flags))
+    return out
+
+
+def _compile(source: str, path: Path):
+    try:
+        return pats.compile_pattern(source)
+    except ValueError as e:
+        raise FormatError(str(e), path=path) from None

@@ -1,0 +1,179 @@
+"""HuggingFace tokenizer.json (BPE + ByteLevel): ids equal the `tokenizers` library's."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+
+from forma_gui.errors import FormatError
+from forma_gui.formats.hf_json import load_hf_tokenizer
+from forma_gui.formats.loader import load_tokenizer
+from tests.conftest import MAX_EXAMPLES, data_file
+from tests.corpus import CORPUS, TEXT
+
+
+def _hf(path):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(path))
+
+
+def _hf_ids(hf, text: str) -> list[int]:
+    return hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.fixture(scope="module")
+def qwen3():
+    path = data_file("hf", "qwen3", "tokenizer.json")
+    return load_tokenizer(path), _hf(path)
+
+
+def test_qwen3_corpus_equals_hf(qwen3):
+    ours, hf = qwen3
+    for text in CORPUS:
+        assert ours.encode(text, special=True) == _hf_ids(hf, text), text
+        if "<|" not in text and "<tool" not in text:
+            assert ours.encode(text) == _hf_ids(hf, text), text
+
+
+def test_qwen3_added_tokens_match_first(qwen3):
+    ours, hf = qwen3
+    text = "<|im_start|>system\nYou are<|im_end|>\n<|im_start|>user\n<tool_call>x</tool_call><|endoftext|>"
+    assert ours.encode(text, special=True) == _hf_ids(hf, text)
+    assert 151644 in ours.encode(text, special=True) and 151644 not in ours.encode(text)
+    assert ours.token_type(151644) == "control" and ours.token_type(151657) == "user-defined"
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(text=TEXT)
+def test_qwen3_random_text_equals_hf(qwen3, text):
+    ours, hf = qwen3
+    assert ours.encode(text, special=True) == _hf_ids(hf, text)
+
+
+def test_qwen3_members(qwen3):
+    ours, hf = qwen3
+    assert ours.vocab_size == hf.get_vocab_size(with_added_tokens=True)
+    assert ours.piece(151644) == "<|im_start|>"
+    some = _hf_ids(hf, " hello world")
+    assert [ours.piece(i) for i in some] == [hf.id_to_token(i) for i in some]
+    assert ours.id_of("Ġhello") == hf.token_to_id("Ġhello")
+
+
+def test_qwen3_nfc_normalizer(qwen3):
+    ours, hf = qwen3
+    decomposed = "Cafe\u0301 A\u030a"
+    assert ours.encode(decomposed) == ours.encode("Café Å") == _hf_ids(hf, decomposed)
+
+
+# ---- configurations written for the test, loaded by both libraries ---------------------------
+
+@pytest.fixture(scope="module")
+def gpt2_model():
+    vocab = json.loads(data_file("gpt2", "encoder.json").read_text("utf-8"))
+    merges = data_file("gpt2", "vocab.bpe").read_text("utf-8").split("\n")[1:-1]
+    return vocab, merges
+
+
+def _write(tmp_path, model, *, pre_tokenizer, normalizer=None, added=(), **model_extra):
+    vocab, merges = model
+    spec = {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [dict({"single_word": False, "lstrip": False, "rstrip": False,
+                               "normalized": False, "special": True}, **a) for a in added],
+        "normalizer": normalizer, "pre_tokenizer": pre_tokenizer, "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "model": dict({"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                       "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                       "vocab": vocab, "merges": merges}, **model_extra),
+    }
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec), "utf-8")
+    return path
+
+
+BYTELEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+FLAG_TEXTS = CORPUS + [
+    "Hi <mask> there\t<mask>\t<mask>\u2000 a<mask> <mask>b <mask>",
+    "<mask>, <mask>- \u25cc\u0330<mask>", "[X] and [x] ﬁx fix <|endoftext|>  ",
+    "x<|endoftext|>y <mask><mask>", "  [X]  ", "ﬁxed", "xﬁx",
+]
+ADDED = [
+    {"id": 50256, "content": "<|endoftext|>"},
+    {"id": 50257, "content": "<mask>", "lstrip": True, "rstrip": True, "single_word": True, "special": False},
+    {"id": 50258, "content": "[X]", "normalized": True, "special": False, "rstrip": True},
+    {"id": 50259, "content": "ﬁx", "normalized": True, "special": False},
+]
+
+
+@pytest.mark.parametrize("config", [
+    dict(pre_tokenizer=dict(BYTELEVEL, add_prefix_space=True), normalizer={"type": "NFKC"}, added=ADDED),
+    dict(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+        BYTELEVEL]}, normalizer={"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "NFC"}]},
+        added=ADDED[:2], ignore_merges=True),
+    dict(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated", "invert": False},
+        dict(BYTELEVEL, use_regex=False)]}),
+    dict(pre_tokenizer=dict(BYTELEVEL, use_regex=False), added=ADDED[1:2]),
+], ids=["prefix-nfkc-flags", "digits-split-ignore-merges", "string-split", "no-regex"])
+def test_configurations_equal_hf(tmp_path, gpt2_model, config):
+    path = _write(tmp_path, gpt2_model, **config)
+    ours, hf = load_hf_tokenizer(path), _hf(path)
+    for text in FLAG_TEXTS:
+        assert ours.encode(text, special=True) == _hf_ids(hf, text), text
+
+
+def test_merges_as_lists_or_strings(tmp_path, gpt2_model):
+    vocab, merges = gpt2_model
+    a = load_hf_tokenizer(_write(tmp_path, (vocab, merges), pre_tokenizer=BYTELEVEL))
+    b = load_hf_tokenizer(_write(tmp_path, (vocab, [m.split(" ") for m in merges]), pre_tokenizer=BYTELEVEL))
+    text = "\n".join(CORPUS)
+    assert a.encode(text) == b.encode(text)
+
+
+def test_missing_bytes_are_dropped_or_unknown(tmp_path):
+    small = ({"a": 0, "b": 1, "ab": 2, "<unk>": 3}, ["a b"])
+    for extra in ({}, {"unk_token": "<unk>"}, {"unk_token": "<unk>", "fuse_unk": True}):
+        path = _write(tmp_path, small, pre_tokenizer=BYTELEVEL, **extra)
+        ours, hf = load_hf_tokenizer(path), _hf(path)
+        for text in ("abc", "cab", "ccab", "a b", "xyz"):
+            assert ours.encode(text) == _hf_ids(hf, text), (extra, text)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda s: s["model"].update(type="WordPiece"), "'WordPiece' is not supported"),
+    (lambda s: s["model"].update(type="Unigram"), "'Unigram' is not supported"),
+    (lambda s: s.update(pre_tokenizer={"type": "Metaspace"}), "'Metaspace' is not supported"),
+    (lambda s: s.update(pre_tokenizer=None), "without a ByteLevel"),
+    (lambda s: s.update(normalizer={"type": "Lowercase"}), "'Lowercase' is not supported"),
+    (lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "x"}, "behavior": "Removed"}, BYTELEVEL]}), "Removed"),
+    (lambda s: s["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix"),
+    (lambda s: s["model"]["merges"].append("a zzz"), r"model.merges\[3\]"),
+    (lambda s: s["added_tokens"].append({"content": 5}), r"added_tokens\[0\]"),
+])
+def test_unsupported_or_bad_content_is_a_format_error(tmp_path, edit, match):
+    small = ({"a": 0, "b": 1, "ab": 2, "Ġ": 3}, ["a b", "a a", "b b"])
+    small = ({**small[0], "aa": 4, "bb": 5}, small[1])
+    path = _write(tmp_path, small, pre_tokenizer=BYTELEVEL)
+    spec = json.loads(path.read_text("utf-8"))
+    edit(spec)
+    path.write_text(json.dumps(spec), "utf-8")
+    with pytest.raises(FormatError, match=match):
+        load_hf_tokenizer(path)
+
+
+def test_invalid_json_names_the_line(tmp_path):
+    path = tmp_path / "tokenizer.json"
+    path.write_text('{\n"model": {\n"type": "BPE",,\n}}', "utf-8")
+    with pytest.raises(FormatError) as info:
+        load_tokenizer(path)
+    assert info.value.line == 3
+
+
+def test_pattern_argument_replaces_the_regex(tmp_path, gpt2_model):
+    path = _write(tmp_path, gpt2_model, pre_tokenizer=BYTELEVEL)
+    whole = load_hf_tokenizer(path, pattern=r"[\s\S]+")
+    assert whole.pre_tokenize("a b") == [(0, 3)]
