@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from forma_gui.core.bpe import (ByteLevelTraining, Step, learn_bpe, parse_words, pattern_names,
-                                train_bytelevel)
+                                pattern_regex, train_bytelevel)
 from forma_gui.errors import FormatError
 
 #: seconds between two progress lines on a terminal
@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merges", type=int, required=True, metavar="N",
                         help="number of merges to learn")
     parser.add_argument("--pattern", default="gpt2", metavar="NAME",
-                        help="pre-tokenizer pattern for byte level (default gpt2)")
+                        help="pre-tokenizer pattern for byte level: "
+                             f"{', '.join(pattern_names())} (default gpt2)")
     parser.add_argument("--out", metavar="DIR", help="folder for vocab.json, merges.txt, "
                         "tokenizer.json and ranks.tiktoken (byte level)")
 
@@ -40,8 +41,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_words(args.words, args.merges)
     if args.out is None:
         return _usage("byte-level training needs --out DIR")
-    if args.pattern not in pattern_names():
-        return _usage(f"unknown --pattern {args.pattern!r}; known: {', '.join(pattern_names())}")
+    try:
+        pattern_regex(args.pattern)
+    except ValueError as e:
+        return _usage(f"--pattern: {e}")
     return _run_corpus(Path(args.corpus), args.merges, args.pattern, Path(args.out))
 
 
