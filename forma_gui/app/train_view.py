@@ -143,7 +143,7 @@ class ByteTrace:
         rows: list[Row] = [([], "")]
         for token_id in self.tokenizer(k).encode(self.preview):
             data = self.training.token_bytes(token_id)
-            rows[-1][0].append(Chip(visible(data), token_id, token_id == 255 + k))
+            rows[-1][0].append(Chip(visible(data), token_id, k > 0 and token_id == 255 + k))
             if data.endswith(b"\n") and len(rows) < PREVIEW_LINES:
                 rows.append(([], ""))
         return rows if rows[-1][0] else rows[:-1]

@@ -112,8 +112,11 @@ def test_bytelevel_training_use_and_export(qtbot, view, session, botchan, tmp_pa
     train_bytes(qtbot, view, botchan[:20000], 120)
     assert view.mode == "bytes" and len(view.training.merges) == 120
     assert view.displayed_merges == []
+    assert not any(c.new for chips, _ in view.chips.rows for c in chips)
     click(qtbot, view, "trainStepForward")
     assert view.displayed_merges == ["·t"]  # " t" is the most frequent pair in English
+    new = {c.label for chips, _ in view.chips.rows for c in chips if c.new}
+    assert new == {"·t"}
     qtbot.mouseClick(view.findChild(QPushButton, "trainUse"), Qt.LeftButton)
     enc = tiktoken.Encoding("t", pat_str=pattern_regex("gpt2"),
                             mergeable_ranks=view.training.ranks, special_tokens={})
