@@ -298,15 +298,16 @@ def _first_seen(index: PairIndex[str], pair: tuple[str, str]) -> tuple[int, int]
 def _ranked(index: PairIndex[str], n: int) -> list[tuple[tuple[str, str], int]]:
     """The `n` best pairs by (count desc, first seen), leaving the index unchanged."""
     popped: dict[tuple[str, str], int] = {}
+    lowest = 0  # counts pop in descending order, so this is the smallest popped so far
     while True:
         got = index.pop_valid()
         if got is None:
             break
         pair, count = got
-        if len(popped) >= n and count < min(popped.values()):
+        if len(popped) >= n and count < lowest:
             index.push(pair, count)  # first pair below the tie group at the cut: done
             break
-        popped[pair] = count
+        popped[pair], lowest = count, count
     for pair, count in popped.items():
         index.push(pair, count)
     ranked = sorted(popped.items(), key=lambda pc: (-pc[1], _first_seen(index, pc[0])))
