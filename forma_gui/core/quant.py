@@ -18,8 +18,8 @@ import numpy as np
 from forma_gui.core import quant_fast
 from forma_gui.core.ggml_types import GGML_TYPES, GGMLType
 from forma_gui.core.quant_layout import (
-    BLOCK_FIELDS, bitplanes, crumbs, field_offsets, iq4_xs_scales, k_scale_min, le_bits, nibbles,
-    q3_k_scales, trits,
+    BLOCK_FIELDS, IQ4_KVALUES, MXFP4_KVALUES, bitplanes, crumbs, e8m0_half, field_offsets,
+    iq4_xs_scales, k_scale_min, le_bits, nibbles, q3_k_scales, trits,
 )
 
 #: output elements per chunk when the caller does not say: 512 KiB of float32, so the chunk
@@ -27,13 +27,6 @@ from forma_gui.core.quant_layout import (
 DEFAULT_CHUNK_ELEMENTS = 1 << 17
 #: output elements whose per-block factors are decoded in one go (they are 1/16 of it at most)
 FACTOR_GROUP_ELEMENTS = 1 << 21
-
-#: the 16 non-linear levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl)
-IQ4_KVALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10,
-                        1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int8)
-#: the FP4 (e2m1) levels of MXFP4, doubled to integers (ggml's kvalues_mxfp4)
-MXFP4_KVALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12],
-                         dtype=np.int8)
 
 Blocks = np.ndarray           # (n_blocks, type_size) uint8
 Scales = dict[str, np.ndarray]
@@ -73,13 +66,6 @@ def _fields(blocks: Blocks, dtype: str) -> dict[str, np.ndarray]:
 def _f16(field: np.ndarray) -> np.ndarray:
     """(n, 2) little-endian half-float bytes -> (n,) float32 (exact)."""
     return field.view("<f2")[:, 0].astype(np.float32)
-
-
-def _e8m0_half(e: np.ndarray) -> np.ndarray:
-    """MXFP4's shared exponent byte -> float32 2**(e - 128) (half, since the levels are doubled)."""
-    e32 = e.astype(np.uint32)
-    bits = np.where(e32 < 2, np.uint32(0x00200000) << e32, (e32 - np.uint32(1)) << np.uint32(23))
-    return bits.view(np.float32)
 
 
 # ---------------------------------------------------------------- formats (reference path)
@@ -185,7 +171,7 @@ def _tq1_0_quants(f: dict[str, np.ndarray]) -> np.ndarray:
 
 def _mxfp4_scales(f: dict[str, np.ndarray]) -> Scales:
     e = f["e"][:, 0]
-    return {"d": _e8m0_half(e), "e": e.copy()}
+    return {"d": e8m0_half(e), "e": e.copy()}
 
 
 FORMATS: dict[str, Format] = {
@@ -536,7 +522,7 @@ def _field_value(raw: bytes, kind: str) -> object:
     if kind == "bf16":
         return float(_bf16_to_f32(np.frombuffer(raw, "<u2"))[0])
     if kind == "e8m0":
-        return float(_e8m0_half(np.frombuffer(raw, np.uint8))[0])
+        return float(e8m0_half(np.frombuffer(raw, np.uint8))[0])
     arr = np.frombuffer(raw, _FIELD_DTYPES[kind])
     return arr.copy() if kind == "u8" or arr.size > 1 else arr[0].item()
 

@@ -17,7 +17,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from forma_gui.core.quant_layout import field_offsets, q3_k_scales
+from forma_gui.core.quant_layout import (
+    IQ4_KVALUES, MXFP4_KVALUES, e8m0_half, field_offsets, iq4_xs_scales, q3_k_scales,
+)
 
 _ONES = 0x0101010101010101  # bit 0 of each byte of a uint64
 
@@ -299,6 +301,41 @@ def _q3_k_quants(blocks: np.ndarray) -> np.ndarray:
     return q
 
 
+# ---------------------------------------------------------------- non-linear levels
+
+def _levels(out: np.ndarray, q: np.ndarray, levels: np.ndarray) -> None:
+    """out <- levels[q]: each 4-bit index looks up one of 16 float32 levels."""
+    index = np.empty(q.size, np.intp)
+    np.copyto(index, q.reshape(-1))
+    np.take(levels, index, out=out.reshape(-1), mode="clip")
+
+
+def _table_kernel(dtype: str, table: np.ndarray, runs: int,
+                  factors: Callable[[np.ndarray], tuple[np.ndarray, ...]]) -> Kernel:
+    """d · table[q] with 4-bit q in runs of 16 bytes: IQ4_NL, IQ4_XS (per 32), MXFP4."""
+    levels = table.astype(np.float32)
+
+    def apply(blocks: np.ndarray, f: tuple, out: np.ndarray) -> None:
+        _levels(out, _planes(blocks, _at(dtype, "qs"), runs, 16, 4), levels)
+        _scale(out, *f)
+    return Kernel(factors, apply)
+
+
+def _iq4_xs_factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+    scales_h = _field(blocks, _at("IQ4_XS", "scales_h"), 1, 2).reshape(-1, 2)
+    scales_l = _field(blocks, _at("IQ4_XS", "scales_l"), 1, 4).reshape(-1, 4)
+    scales = iq4_xs_scales(scales_h, scales_l).astype(np.float32)       # (n, 8)
+    return (_f16(blocks, "IQ4_XS", "d") * scales,)
+
+
+def _mxfp4_factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+    return (e8m0_half(_column(blocks, _at("MXFP4", "e"), "u1"))[:, None],)
+
+
+def _tq2_0_quants(blocks: np.ndarray, dtype: str) -> np.ndarray:
+    return _planes(blocks, _at("TQ2_0", "qs"), 2, 32, 2)                # (n, 256) 0..2
+
+
 KERNELS: dict[str, Kernel] = {
     "F32": Kernel(_no_factors, _f32_values),
     "F16": Kernel(_no_factors, _f16_values),
@@ -313,4 +350,8 @@ KERNELS: dict[str, Kernel] = {
     "Q4_K": _k_quant(_k_min_factors("Q4_K"), _q4_k_quants, 0),
     "Q5_K": _k_quant(_k_min_factors("Q5_K"), _q5_k_quants, 0),
     "Q6_K": _k_quant(_q6_k_factors, _q6_k_quants, 32),
+    "IQ4_NL": _table_kernel("IQ4_NL", IQ4_KVALUES, 1, _f16_factors("IQ4_NL", "d")),
+    "IQ4_XS": _table_kernel("IQ4_XS", IQ4_KVALUES, 8, _iq4_xs_factors),
+    "MXFP4": _table_kernel("MXFP4", MXFP4_KVALUES, 1, _mxfp4_factors),
+    "TQ2_0": _symmetric(_tq2_0_quants, "TQ2_0", 1),
 }

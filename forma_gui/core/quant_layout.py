@@ -57,6 +57,13 @@ BLOCK_FIELDS: dict[str, tuple[FieldSpec, ...]] = {
     "F64": (FieldSpec("value", 8, "f64"),),
 }
 
+#: the 16 non-linear levels of IQ4_NL / IQ4_XS (ggml's kvalues_iq4nl)
+IQ4_KVALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10,
+                        1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int8)
+#: the FP4 (e2m1) levels of MXFP4, doubled to integers (ggml's kvalues_mxfp4)
+MXFP4_KVALUES = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12],
+                         dtype=np.int8)
+
 
 @lru_cache(maxsize=None)
 def field_offsets(dtype: str) -> dict[str, tuple[int, int]]:
@@ -140,3 +147,10 @@ def iq4_xs_scales(scales_h: np.ndarray, scales_l: np.ndarray) -> np.ndarray:
     low = nibbles(scales_l, 1)         # (n, 8): byte 0 low, byte 0 high, byte 1 low, ...
     high = crumbs(scales_h, 1)         # (n, 8): bits 2j, 2j+1 of the little-endian uint16
     return (low | (high << 4)).view(np.int8) - np.int8(32)
+
+
+def e8m0_half(e: np.ndarray) -> np.ndarray:
+    """MXFP4's shared exponent byte -> float32 2**(e - 128) (half, since the levels are doubled)."""
+    e32 = e.astype(np.uint32)
+    bits = np.where(e32 < 2, np.uint32(0x00200000) << e32, (e32 - np.uint32(1)) << np.uint32(23))
+    return bits.view(np.float32)
