@@ -9,14 +9,15 @@ from forma_gui.app import stream_view
 from forma_gui.app.state import Session
 from forma_gui.app.stream_view import StreamPlayer, StreamTraceModel, describe_role, describe_step
 from forma_gui.core.stream import REPLACEMENT, format_trace_table, trace_columns
-from tests.core.test_stream import TiktokenGpt2
+from forma_gui.core.tokenizer import Tokenizer
+from tests.core.test_stream import load_gpt2, r50k
 
 TEXT = "Go€→🙂 日本語"
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return TiktokenGpt2()
+    return load_gpt2()
 
 
 @pytest.fixture
@@ -43,6 +44,7 @@ def decoded_so_far(tokenizer, ids: list[int], k: int, pending: bytes) -> str:
 
 def test_object_name_and_initial_state(player, tokenizer):
     ids = tokenizer.encode(TEXT)
+    assert [s.token_id for s in player.steps[:-1]] == ids == r50k().encode_ordinary(TEXT)
     assert player.objectName() == "streamPlayer"
     assert len(player.steps) == len(ids) + 1 and player.steps[-1].final
     assert player.position == 0
@@ -254,8 +256,19 @@ def test_very_long_input_is_capped(qtbot, player, monkeypatch, tokenizer):
     assert "first 50" in player.note.text()
 
 
-class Failing(TiktokenGpt2):
+class Failing(Tokenizer):
     """A tokenizer whose encoder breaks: the player must say so, not crash."""
+
+    vocab_size = 256
+
+    def piece(self, token_id: int) -> str:
+        return chr(token_id)
+
+    def id_of(self, piece: str) -> int | None:
+        return None
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return bytes([token_id])
 
     def _encode_ordinary(self, text: str) -> list[int]:
         raise RuntimeError("encoder exploded")

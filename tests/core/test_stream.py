@@ -279,52 +279,27 @@ def test_matcher_against_reference_for_any_chunking(text, stops, cuts):
 R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
-def gpt2_byte_map() -> dict[int, str]:
-    """GPT-2's bytes_to_unicode, as published in openai/gpt-2 encoder.py."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    mapping, extra = {b: chr(b) for b in printable}, 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + extra)
-            extra += 1
-    return mapping
+def load_gpt2() -> Tokenizer:
+    """The embedded GPT-2 vocabulary through forma's own loader."""
+    import forma_gui
+    from forma_gui._resources import default_tokenizer_path
+
+    return forma_gui.load_tokenizer(default_tokenizer_path())
 
 
-class TiktokenGpt2(Tokenizer):
-    """The GPT-2 vocabulary through tiktoken (r50k_base): a test stand-in with real ids."""
+@functools.lru_cache(maxsize=1)
+def r50k():
+    """tiktoken's r50k_base (the GPT-2 vocabulary): the reference for GPT-2 ids."""
+    import tiktoken
+    import tiktoken.load
 
-    kind = "byte-level BPE (tiktoken)"
-
-    def __init__(self) -> None:
-        import tiktoken
-        import tiktoken.load
-
-        super().__init__(name="gpt2 (tiktoken)")
-        ranks = tiktoken.load.load_tiktoken_bpe(str(data_file("tiktoken", "r50k_base.tiktoken")))
-        self._enc = tiktoken.Encoding("r50k", pat_str=R50K_PATTERN, mergeable_ranks=ranks, special_tokens={})
-        self._bytes = {rank: token for token, rank in ranks.items()}
-        self._map = gpt2_byte_map()
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self._bytes)
-
-    def piece(self, token_id: int) -> str:
-        return "".join(self._map[b] for b in self._bytes[token_id])
-
-    def id_of(self, piece: str) -> int | None:
-        return None
-
-    def token_bytes(self, token_id: int) -> bytes:
-        return self._bytes[token_id]
-
-    def _encode_ordinary(self, text: str) -> list[int]:
-        return self._enc.encode_ordinary(text)
+    ranks = tiktoken.load.load_tiktoken_bpe(str(data_file("tiktoken", "r50k_base.tiktoken")))
+    return tiktoken.Encoding("r50k", pat_str=R50K_PATTERN, mergeable_ranks=ranks, special_tokens={})
 
 
 @pytest.fixture(scope="module")
-def gpt2() -> TiktokenGpt2:
-    return TiktokenGpt2()
+def gpt2() -> Tokenizer:
+    return load_gpt2()
 
 
 SAMPLE = "Go€→🙂 日本語"
@@ -332,6 +307,7 @@ SAMPLE = "Go€→🙂 日本語"
 
 def test_trace_of_gpt2_tokens_decodes_like_the_tokenizer(gpt2):
     ids = gpt2.encode(SAMPLE)
+    assert ids == r50k().encode_ordinary(SAMPLE)
     steps = trace_stream(gpt2, ids)
     assert len(steps) == len(ids) + 1 and steps[-1].final
     assert joined(steps) == gpt2.decode(ids) == SAMPLE
@@ -339,7 +315,7 @@ def test_trace_of_gpt2_tokens_decodes_like_the_tokenizer(gpt2):
     assert [s.token_id for s in steps[:-1]] == ids
     for step in steps:
         assert len(step.roles) == len(step.stream_bytes)
-        assert step.naive == ("" if step.final else decode(step.token_bytes))
+        assert step.naive == ("" if step.final else r50k().decode_single_token_bytes(step.token_id).decode("utf-8", "replace"))
     # Some GPT-2 token ends inside a character here, and the naive decode shows it.
     assert any(step.buffer_after for step in steps)
     assert REPLACEMENT in joined(steps, "naive")
