@@ -73,6 +73,7 @@ class _Reader:
         self.pos = 0
         self.structs = {code: struct.Struct(order + code) for _, code in VALUE_TYPES.values()
                         if code}
+        self.tails: dict[int, struct.Struct] = {}
 
     def fail(self, message: str, offset: int | None = None) -> FormatError:
         return FormatError(message, path=self.path, offset=self.pos if offset is None else offset)
@@ -105,6 +106,12 @@ class _Reader:
             raise self.fail(f"{what} count {n} cannot fit in the {left} bytes left in the file "
                             f"(each takes at least {min_item_bytes} bytes)", start)
         return n
+
+    def tensor_tail(self, n_dims: int) -> struct.Struct:
+        """The fixed-size rest of a tensor info with `n_dims` dimensions."""
+        if n_dims not in self.tails:
+            self.tails[n_dims] = struct.Struct(f"{self.order}{n_dims}QIQ")
+        return self.tails[n_dims]
 
     def string(self, what: str) -> str:
         start = self.pos
@@ -325,25 +332,26 @@ class GGUFFile:
     def _tensor_info(self, r: _Reader) -> tuple[int, str, tuple[int, ...], str, int]:
         start = r.pos
         name = r.string("tensor name")
-        n_dims = r.u32(f"the dimension count of {name!r}")
+        n_dims = r.u32("tensor dimension count")
         if n_dims > MAX_DIMS:
             raise r.fail(f"tensor {name!r} has {n_dims} dimensions (ggml allows at most "
                          f"{MAX_DIMS})", r.pos - 4)
-        dims_at = r.pos
-        dims = tuple(r.u64(f"dimension {i} of {name!r}") for i in range(n_dims))
-        type_at = r.pos
-        type_id = r.u32(f"the type of {name!r}")
+        tail = r.tensor_tail(n_dims)  # u64 dims[n_dims], u32 type, u64 offset: one unpack
+        if r.pos + tail.size > r.end:
+            raise r.fail(f"expected the dims, type and data offset of tensor {name!r} "
+                         f"({tail.size} bytes), but only {r.end - r.pos} bytes are left")
+        *dims, type_id, rel = tail.unpack_from(r.buf, r.pos)
+        dims_at, r.pos = r.pos, r.pos + tail.size
         dtype = GGML_TYPE_NAMES.get(type_id)
         if dtype is None:
-            raise r.fail(f"tensor {name!r} has unknown GGML type id {type_id}", type_at)
-        rel = r.u64(f"the data offset of {name!r}")
+            raise r.fail(f"tensor {name!r} has unknown GGML type id {type_id}", r.pos - 12)
         self._check_dims(name, dims, dtype, dims_at)
         if rel % self.alignment:
             raise r.fail(f"tensor {name!r} data offset {rel} is not a multiple of the "
                          f"alignment {self.alignment}", r.pos - 8)
         return start, name, tuple(reversed(dims)), dtype, rel
 
-    def _check_dims(self, name: str, dims: tuple[int, ...], dtype: str, at: int) -> None:
+    def _check_dims(self, name: str, dims: list[int], dtype: str, at: int) -> None:
         """Dims fit in int64 with their product, and rows hold whole blocks."""
         if any(d > INT64_MAX for d in dims) or math.prod(dims) > INT64_MAX:
             raise FormatError(f"dimensions {list(dims)} of {name!r} overflow int64",

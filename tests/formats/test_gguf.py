@@ -349,6 +349,37 @@ def test_bit_flips_give_format_error_or_a_result(tmp_path: Path, flips, cut) -> 
         pass
 
 
+#: worst-case memory per input byte: a 12-byte empty array still becomes a numpy object
+MEMORY_MULTIPLE = 32
+N_ITEMS = 3000
+DENSE_HEADERS = {
+    "arrays of empty arrays": build([kv("k", ARR, struct.pack("<IQ", ARR, N_ITEMS)
+                                        + struct.pack("<IQ", U8, 0) * N_ITEMS)]),
+    "arrays of one-byte arrays": build([kv("k", ARR, struct.pack("<IQ", ARR, N_ITEMS)
+                                           + struct.pack("<IQB", U8, 1, 7) * N_ITEMS)]),
+    "arrays of empty string arrays": build([kv("k", ARR, struct.pack("<IQ", ARR, N_ITEMS)
+                                               + struct.pack("<IQ", STR, 0) * N_ITEMS)]),
+    "empty strings": build([kv("k", ARR, struct.pack("<IQ", STR, N_ITEMS)
+                               + struct.pack("<Q", 0) * N_ITEMS)]),
+    "many keys": build([kv(f"{i:x}", U8, b"\1") for i in range(N_ITEMS)]),
+    "many tensors": build([], [tinfo(f"{i:x}", (8,), 0, 32 * i) for i in range(N_ITEMS)],
+                          b"\0" * 32 * N_ITEMS),
+}
+
+
+@pytest.mark.parametrize("name", DENSE_HEADERS)
+def test_memory_stays_within_a_small_multiple_of_the_file(tmp_path: Path, name: str) -> None:
+    blob = DENSE_HEADERS[name]
+    path = write(tmp_path, blob)
+    tracemalloc.start()
+    try:
+        GGUFFile(path).close()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < MEMORY_MULTIPLE * len(blob) + 2**16, (peak, len(blob))
+
+
 # -- big files: opening never reads tensor data ------------------------------------------
 
 def test_sparse_gigabyte_file_opens_in_little_memory(tmp_path: Path) -> None:

@@ -244,3 +244,20 @@ def test_bit_flips_give_format_error_or_a_result(tmp_path: Path, flips) -> None:
                        or t.dtype not in ("F32", "U8") for t in f.tensors)
     except FormatError:
         pass
+
+
+def test_memory_stays_within_a_small_multiple_of_the_file(tmp_path: Path) -> None:
+    import tracemalloc
+
+    n = 3000
+    header = {f"t{i}": entry("U8", [1], [i, i + 1]) for i in range(n)}
+    content = blob(header, b"\0" * n)
+    path = tmp_path / "many.safetensors"
+    path.write_bytes(content)
+    tracemalloc.start()
+    try:
+        SafetensorsFile(path).close()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * len(content) + 2**16, (peak, len(content))
