@@ -1,6 +1,7 @@
 """GGUF reader: agrees with gguf-py's GGUFReader; every hostile header is a clean FormatError."""
 from __future__ import annotations
 
+import functools
 import struct
 import tracemalloc
 from pathlib import Path
@@ -378,6 +379,30 @@ def test_memory_stays_within_a_small_multiple_of_the_file(tmp_path: Path, name: 
     finally:
         tracemalloc.stop()
     assert peak < MEMORY_MULTIPLE * len(blob) + 2**16, (peak, len(blob))
+
+
+@functools.lru_cache(maxsize=1)
+def real_seed() -> bytes:
+    return data_file("gguf-vocab", "ggml-vocab-bert-bge.gguf").read_bytes()
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flips=st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 7)), min_size=1,
+                      max_size=3),
+       cut=st.none() | st.integers(0, 2**20))
+def test_real_file_mutations(tmp_path: Path, flips, cut) -> None:
+    """Seeds from a real file: bit flips anywhere in its header, optionally truncated."""
+    blob = bytearray(real_seed())
+    for pos, bit in flips:
+        blob[pos % len(blob)] ^= 1 << bit
+    if cut is not None:
+        blob = blob[:cut % len(blob)]
+    try:
+        with GGUFFile(write(tmp_path, bytes(blob))) as g:
+            assert len(g.metadata) <= 20
+    except FormatError as e:
+        assert e.offset is not None and e.path == str(tmp_path / "t.gguf")
 
 
 # -- big files: opening never reads tensor data ------------------------------------------
