@@ -10,7 +10,7 @@ output size), which bounds any dequantizer that must write its output.
 Data: the real SmolLM2 GGUF for Q4_1 (all 210 tensors, as one figure) and Q8_0 (the
 token embedding); for the other types, a (2048, 4096) tensor (32 MB of float32)
 quantized by gguf-py where it can (Q4_0, Q5_0, Q5_1, MXFP4, TQ2_0, F16, BF16), else
-random blocks with ordinary f16 scales (K-quants, IQ4: the work does not depend on values).
+random blocks with ordinary f16 scales (K- and i-quants: the work does not depend on values).
 Ours and the peer's runs alternate so that load on a shared machine hits both alike.
 """
 from __future__ import annotations
@@ -31,7 +31,8 @@ from forma_gui.core.quant_layout import BLOCK_FIELDS, field_offsets
 TARGET = 2.0
 #: types with the issue's 2x target, then the rest that are measured for information
 TARGETED = ["Q4_0", "Q4_1", "Q5_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K"]
-OTHERS = ["Q5_1", "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS", "MXFP4", "TQ2_0", "F16", "BF16"]
+OTHERS = ["Q5_1", "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS", "MXFP4", "TQ2_0", "IQ2_XXS", "IQ3_S",
+          "IQ1_S", "F16", "BF16"]
 GGUF_QUANTIZED = {"Q4_0", "Q5_0", "Q5_1", "MXFP4", "TQ2_0", "F16", "BF16"}
 ROW = 4096
 SMOLLM = ("gguf", "SmolLM2-135M-Instruct.Q4_1.gguf")

@@ -15,8 +15,8 @@ from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 
-from forma_gui.core import quant_fast
-from forma_gui.core.ggml_types import GGML_TYPES, GGMLType
+from forma_gui.core import quant_fast, quant_tables
+from forma_gui.core.ggml_types import GGML_TYPES, QK_K, GGMLType
 from forma_gui.core.quant_layout import (
     BLOCK_FIELDS, IQ4_KVALUES, MXFP4_KVALUES, bitplanes, crumbs, e8m0_half, field_offsets,
     iq4_xs_scales, k_scale_min, le_bits, nibbles, q3_k_scales, trits,
@@ -174,6 +174,129 @@ def _mxfp4_scales(f: dict[str, np.ndarray]) -> Scales:
     return {"d": e8m0_half(e), "e": e.copy()}
 
 
+# i-quants: each group of 8 (IQ3: 4) elements is one codebook entry (quant_tables.grid);
+# the quants below are the entry's levels with the stored signs applied, in element order.
+
+def _signed_levels(grid_name: str, index: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    """Codebook entries at `index` (..., entries), minus where `negative` (..., entries * width)."""
+    levels = quant_tables.grid(grid_name)[index].astype(np.int8)       # (..., entries, width)
+    levels = levels.reshape(negative.shape)
+    return np.where(negative.astype(bool), -levels, levels).reshape(index.shape[0], -1)
+
+
+def _ksign_bits(sign_index: np.ndarray) -> np.ndarray:
+    """7-bit sign indices (...,) -> (..., 8) 0/1, bit k negating element k (ggml ksigns_iq2xs)."""
+    signs = quant_tables.ksigns()[sign_index]
+    return np.unpackbits(signs[..., None], axis=-1, bitorder="little")
+
+
+def _iq2_xxs_words(f: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """IQ2_XXS/IQ3_XXS: per 32 elements a uint32 of grid indices and one of signs + scale."""
+    words = np.ascontiguousarray(f["qs"]).view("<u4").reshape(-1, 8, 2)
+    return words[..., 0], words[..., 1]                                 # (n, 8) each
+
+
+def _sign_fields(word: np.ndarray) -> np.ndarray:
+    """Four 7-bit sign indices packed in the low 28 bits of each word -> (..., 4, 8) bits."""
+    return _ksign_bits((word[..., None] >> np.array([0, 7, 14, 21], np.uint32)) & 127)
+
+
+def _iq2_xxs_quants(f: dict[str, np.ndarray]) -> np.ndarray:
+    grids, signs = _iq2_xxs_words(f)
+    index = np.ascontiguousarray(grids).view(np.uint8).reshape(-1, 32)  # (n, 32) entries
+    return _signed_levels("IQ2_XXS", index, _sign_fields(signs).reshape(-1, 8, 32))
+
+
+def _iq3_xxs_quants(f: dict[str, np.ndarray]) -> np.ndarray:
+    signs = np.ascontiguousarray(f["scales_signs"]).view("<u4")         # (n, 8)
+    return _signed_levels("IQ3_XXS", f["qs"], _sign_fields(signs).reshape(-1, 8, 32))
+
+
+def _iq2_xs_quants(f: dict[str, np.ndarray]) -> np.ndarray:
+    q = np.ascontiguousarray(f["qs"]).view("<u2")                       # (n, 32)
+    negative = _ksign_bits((q >> 9).astype(np.uint8))                   # (n, 32, 8)
+    return _signed_levels("IQ2_XS", q & 511, negative)
+
+
+def _iq2_s_quants(f: dict[str, np.ndarray]) -> np.ndarray:
+    index = f["qs"].astype(np.uint16) | (crumbs(f["qh"], 1).astype(np.uint16) << 8)
+    negative = le_bits(f["signs"]).reshape(-1, 32, 8)
+    return _signed_levels("IQ2_S", index, negative)
+
+
+def _iq3_s_quants(f: dict[str, np.ndarray]) -> np.ndarray:
+    index = f["qs"].astype(np.uint16) | (le_bits(f["qh"]).astype(np.uint16) << 8)
+    negative = le_bits(f["signs"]).reshape(-1, 64, 4)
+    return _signed_levels("IQ3_S", index, negative)
+
+
+def _nibble_scales(f: dict[str, np.ndarray]) -> Scales:
+    """IQ2_XS/IQ2_S/IQ3_S: 4-bit sub-block scales, two per byte, low nibble first."""
+    return {"d": _f16(f["d"]), "scales": nibbles(f["scales"], 1)}
+
+
+def _iq2_xxs_scales(f: dict[str, np.ndarray]) -> Scales:
+    """IQ2_XXS: the 4-bit scale is the top of each sub-block's sign word."""
+    return {"d": _f16(f["d"]), "scales": (_iq2_xxs_words(f)[1] >> 28).astype(np.uint8)}
+
+
+def _iq3_xxs_scales(f: dict[str, np.ndarray]) -> Scales:
+    words = np.ascontiguousarray(f["scales_signs"]).view("<u4")         # (n, 8)
+    return {"d": _f16(f["d"]), "scales": (words >> 28).astype(np.uint8)}
+
+
+def _dq_grid(offset: float, times: float, step: int = 1) -> Callable[[Scales, np.ndarray], np.ndarray]:
+    """(d · (offset + step · scale) · times) · q per sub-block, the sub-block factor as gguf-py."""
+    def values(s: Scales, q: np.ndarray) -> np.ndarray:
+        scale = s["scales"].astype(np.float32)
+        db = s["d"][:, None] * (np.float32(offset) + np.float32(step) * scale) * np.float32(times)
+        return (_sub(db) * _per_sub(q, scale.shape[1])).reshape(q.shape[0], -1)
+    return values
+
+
+def _iq1_s_parts(f: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    qh = np.ascontiguousarray(f["qh"]).view("<u2")                      # (n, 8)
+    high = (qh[..., None] >> np.array([0, 3, 6, 9], np.uint16)) & 7     # (n, 8, 4)
+    return qh, f["qs"].astype(np.uint16) | (high.reshape(-1, 32) << 8)
+
+
+def _iq1_s_quants(f: dict[str, np.ndarray]) -> np.ndarray:
+    return quant_tables.grid("IQ1_S")[_iq1_s_parts(f)[1]].reshape(-1, QK_K)
+
+
+def _iq1_s_scales(f: dict[str, np.ndarray]) -> Scales:
+    qh = _iq1_s_parts(f)[0]
+    delta = np.where(qh & np.uint16(0x8000), np.float32(-0.125), np.float32(0.125))
+    return {"d": _f16(f["d"]), "scales": ((qh >> 12) & 7).astype(np.uint8), "delta": delta}
+
+
+def _iq1_m_parts(f: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    halves = nibbles(f["qh"], 1).astype(np.uint16)                       # (n, 32): 4 bits each
+    return halves, f["qs"].astype(np.uint16) | ((halves & 7) << 8)
+
+
+def _iq1_m_quants(f: dict[str, np.ndarray]) -> np.ndarray:
+    return quant_tables.grid("IQ1_M")[_iq1_m_parts(f)[1]].reshape(-1, QK_K)
+
+
+def _iq1_m_scales(f: dict[str, np.ndarray]) -> Scales:
+    """IQ1_M keeps its f16 d in the top nibbles of the four uint16 scale words."""
+    words = np.ascontiguousarray(f["scales"]).view("<u2")               # (n, 4)
+    top = (words & np.uint16(0xF000)) >> np.array([12, 8, 4, 0], np.uint16)
+    d = np.bitwise_or.reduce(top, axis=-1).astype("<u2").view("<f2").astype(np.float32)
+    scales = (words[..., None] >> np.array([0, 3, 6, 9], np.uint16)) & 7
+    delta = np.where(_iq1_m_parts(f)[0] & 8, np.float32(-0.125), np.float32(0.125))
+    return {"d": d, "scales": scales.reshape(-1, 16).astype(np.uint8), "delta": delta}
+
+
+def _dq_iq1(s: Scales, q: np.ndarray) -> np.ndarray:
+    """d · (2 · scale + 1) · (q + delta): dl per sub-block, delta per group of 8."""
+    dl = s["d"][:, None] * (2 * s["scales"].astype(np.float32) + 1)      # (n, n_sub)
+    n_delta = s["delta"].shape[1]
+    shifted = q.reshape(q.shape[0], n_delta, -1).astype(np.float32) + s["delta"][:, :, None]
+    return (_sub(dl) * shifted.reshape(q.shape[0], dl.shape[1], -1)).reshape(q.shape[0], -1)
+
+
 FORMATS: dict[str, Format] = {
     "F32": _scalar_format("<u4", lambda q: q.view(np.float32), "f32"),
     "F16": _scalar_format("<u2", lambda q: q.view("<f2").astype(np.float32), "f16 → f32"),
@@ -213,6 +336,20 @@ FORMATS: dict[str, Format] = {
     "TQ2_0": Format(lambda f: crumbs(f["qs"], 32), _d, _dq_offset(1), "d · (q − 1)"),
     "MXFP4": Format(lambda f: nibbles(f["qs"], 16), _mxfp4_scales, _dq_table(MXFP4_KVALUES),
                     "d · kvalues[q], d = 2^(e − 128)"),
+    "IQ2_XXS": Format(_iq2_xxs_quants, _iq2_xxs_scales, _dq_grid(0.5, 0.25),
+                      "d · (0.5 + scale) / 4 · q,  q = ±grid level"),
+    "IQ2_XS": Format(_iq2_xs_quants, _nibble_scales, _dq_grid(0.5, 0.25),
+                     "d · (0.5 + scale) / 4 · q,  q = ±grid level"),
+    "IQ2_S": Format(_iq2_s_quants, _nibble_scales, _dq_grid(0.5, 0.25),
+                    "d · (0.5 + scale) / 4 · q,  q = ±grid level"),
+    "IQ3_XXS": Format(_iq3_xxs_quants, _iq3_xxs_scales, _dq_grid(0.5, 0.5),
+                      "d · (0.5 + scale) / 2 · q,  q = ±grid level"),
+    "IQ3_S": Format(_iq3_s_quants, _nibble_scales, _dq_grid(1, 1, step=2),
+                    "d · (1 + 2 · scale) · q,  q = ±grid level"),
+    "IQ1_S": Format(_iq1_s_quants, _iq1_s_scales, _dq_iq1,
+                    "d · (2 · scale + 1) · (q + delta),  q ∈ {−1, 0, 1}, delta = ±1/8"),
+    "IQ1_M": Format(_iq1_m_quants, _iq1_m_scales, _dq_iq1,
+                    "d · (2 · scale + 1) · (q + delta),  q ∈ {−1, 0, 1}, delta = ±1/8"),
 }
 
 
@@ -514,7 +651,7 @@ NIBBLE_FIELDS: dict[str, tuple[str, int, str | None]] = {
 }
 
 _FIELD_DTYPES = {"f16": "<f2", "f32": "<f4", "u8": "u1", "i8": "i1", "u16": "<u2",
-                 "i16": "<i2", "i32": "<i4", "i64": "<i8", "f64": "<f8"}
+                 "i16": "<i2", "u32": "<u4", "i32": "<i4", "i64": "<i8", "f64": "<f8"}
 
 
 def _field_value(raw: bytes, kind: str) -> object:

@@ -20,7 +20,8 @@ from gguf import quants as gq  # noqa: E402
 SMOLLM = ("gguf", "SmolLM2-135M-Instruct.Q4_1.gguf")
 #: every type gguf-py can dequantize that we implement (all but Q8_K, which it lacks)
 GGUF_TYPES = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K",
-              "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4"]
+              "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "IQ2_XXS", "IQ2_XS",
+              "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
 #: types gguf-py can also quantize, so the test data is gguf-py's own
 GGUF_QUANTIZABLE = ["BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0", "MXFP4"]
 OUR_QUANTIZE = ["F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"]
@@ -206,8 +207,8 @@ def test_bad_input_is_refused():
         quant.dequantize_into(np.zeros(18, np.uint8), "Q4_0", np.empty(32, np.float64))
     with pytest.raises(ValueError, match="whole number"):
         quant.dequantize_chunks(np.zeros(19, np.uint8), "Q4_0")       # refused before next()
-    with pytest.raises(NotImplementedError, match="IQ2_XXS"):
-        quant.dequantize(np.zeros(66, np.uint8), "IQ2_XXS")
+    with pytest.raises(NotImplementedError, match="Q8_1"):
+        quant.dequantize(np.zeros(40, np.uint8), "Q8_1")
 
 
 # ---------------------------------------------------------------- quantize
@@ -312,6 +313,7 @@ def test_block_scales_have_one_row_per_block(dtype):
     raw = random_blocks(dtype, 7, seed=17)
     scales = quant.block_scales(raw, dtype)
     assert "d" in scales and all(v.shape[0] == 7 for v in scales.values())
+    assert scales["d"].dtype == np.float32 and scales["d"].shape == (7,)
     assert quant.block_scales(np.zeros(8, np.uint8), "F32") == {}
 
 
@@ -365,6 +367,18 @@ def test_nibble_layout_rebuilds_the_quants(dtype):
     rebuilt[layout.lo_element] = layout.lo | (high[layout.lo_element] << 4)
     rebuilt[layout.hi_element] = layout.hi | (high[layout.hi_element] << 4)
     assert rebuilt.tolist() == view.quants.tolist()
+
+
+def test_codebooks_match_gguf_py_and_ksigns_have_even_parity():
+    from forma_gui.core import quant_tables
+
+    for dtype in ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S"):
+        theirs = getattr(gq, dtype)
+        theirs.init_grid()
+        assert np.array_equal(quant_tables.grid(dtype).astype(np.float32),
+                              theirs.grid.reshape(theirs.grid_shape)), dtype
+    assert quant_tables.ksigns().tobytes() == gq.IQ2_XXS.ksigns
+    assert all(bin(s).count("1") % 2 == 0 for s in quant_tables.ksigns().tolist())
 
 
 def test_decode_block_k_quant_scales_and_formula():
