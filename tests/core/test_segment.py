@@ -1,0 +1,141 @@
+"""Token spans: character offsets that tile the input, partial characters marked."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from forma_gui.core.segment import align_tokens
+from forma_gui.core.tokenizer import Tokenizer
+from forma_gui.formats.loader import load_tokenizer
+from tests.conftest import MAX_EXAMPLES, data_file
+from tests.corpus import CORPUS, SURROGATE_CORPUS, TEXT
+
+
+def assert_tiles(tokens, text: str) -> None:
+    """Spans cover the text in order, without gaps; neighbours overlap only at a shared partial char."""
+    frontier = 0  # everything before it is covered
+    prev = None
+    for t in tokens:
+        assert 0 <= t.start <= t.end <= len(text), t
+        if t.start == t.end:  # a token that stands for no character sits at the frontier
+            assert (prev.start if prev else 0) <= t.start <= frontier, t
+            continue
+        assert t.start <= frontier, f"gap before {t}"
+        if prev is not None:
+            assert t.start >= prev.start, t
+            if t.start < frontier:
+                assert t.partial and prev.partial, (prev, t)
+        frontier = max(frontier, t.end)
+        prev = t
+    assert frontier == len(text)
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return load_tokenizer(data_file("gpt2", "encoder.json"))
+
+
+@pytest.fixture(scope="module")
+def qwen3():
+    return load_tokenizer(data_file("hf", "qwen3", "tokenizer.json"))
+
+
+def _spans(tokens):
+    return [(t.piece, t.start, t.end, t.partial) for t in tokens]
+
+
+def test_known_spans(gpt2):
+    assert _spans(gpt2.segment("Hello world")) == [("Hello", 0, 5, False), ("Ġworld", 5, 11, False)]
+    # 😀 is F0 9F 98 80: GPT-2 splits it after three bytes; both tokens span the emoji.
+    assert _spans(gpt2.segment(" 😀")) == [("ĠðŁĺ", 0, 2, True), ("Ģ", 1, 2, True)]
+    assert gpt2.segment("") == []
+
+
+def test_token_records(gpt2):
+    tokens = gpt2.segment("<|endoftext|>é", special=True)
+    assert tokens[0].id == 50256 and tokens[0].special and tokens[0].data == b"<|endoftext|>"
+    assert [t.data for t in tokens[1:]] == [b"\xc3\xa9"] and not tokens[1].special
+
+
+@pytest.mark.parametrize("text", CORPUS + SURROGATE_CORPUS)
+def test_corpus_tiles(gpt2, qwen3, text):
+    for tok in (gpt2, qwen3):
+        tokens = tok.segment(text)
+        assert [t.id for t in tokens] == tok.encode(text)
+        assert_tiles(tokens, text)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(text=TEXT | st.text(st.characters(blacklist_categories=())))
+def test_spans_tile_random_text(gpt2, qwen3, text):
+    for tok in (gpt2, qwen3):
+        tokens = tok.segment(text)
+        assert_tiles(tokens, text)
+        assert b"".join(t.data for t in tokens) == tok.decode_bytes(tok.encode(text))
+
+
+def test_surrogates_align(gpt2):
+    # a lone surrogate is encoded as U+FFFD; a surrogate pair as the character it stands for
+    assert _spans(gpt2.segment("a\ud800b")) == [("a", 0, 1, False), ("ï¿½", 1, 2, False), ("b", 2, 3, False)]
+    pair = gpt2.segment("x\ud83d\ude00y")
+    assert [(t.start, t.end) for t in pair] == [(0, 1), (1, 3), (1, 3), (3, 4)]
+
+
+def test_nfc_normalized_input_maps_back(qwen3):
+    text = "Cafe\u0301 ok"  # 'e' + combining acute: NFC makes it one character
+    tokens = qwen3.segment(text)
+    assert "".join(t.piece for t in tokens).startswith("Caf")
+    acute = next(t for t in tokens if t.data == "é".encode())
+    assert (acute.start, acute.end) == (3, 5)
+    assert_tiles(tokens, text)
+
+
+class _Lowercasing(Tokenizer):
+    """A toy tokenizer whose 'normalizer' lower-cases, drops spaces and adds a prefix byte."""
+
+    def __init__(self, prefix: bytes = b"") -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    vocab_size = 256
+
+    def piece(self, token_id):
+        return chr(token_id)
+
+    def id_of(self, piece):
+        return ord(piece)
+
+    def token_bytes(self, token_id):
+        return bytes([token_id])
+
+    def _encode_ordinary(self, text):
+        return list(self.prefix + text.lower().replace(" ", "").encode("utf-8"))
+
+
+def test_general_alignment_of_changed_text():
+    text = "Hello World ÄB"
+    tokens = _Lowercasing().segment(text)
+    assert_tiles(tokens, text)
+    assert [(t.start, t.end, t.partial) for t in tokens[:4]] == [
+        (0, 1, False), (1, 2, False), (2, 3, False), (3, 4, False)]  # "H" -> "h": a whole unit
+    assert tokens[4].start == 4 and tokens[5].end == 7  # "o W" -> "ow": the dropped space is covered
+    # " ÄB" -> "äb": no character agrees, so the stretch is one unit its three tokens share
+    assert [(t.start, t.end, t.partial) for t in tokens[-3:]] == [(11, 14, True)] * 3
+
+
+def test_bytes_without_characters_get_an_empty_span():
+    text = "ab"
+    tokens = _Lowercasing(prefix=b"_").segment(text)
+    assert [(t.start, t.end) for t in tokens] == [(0, 0), (0, 1), (1, 2)]
+    assert_tiles(tokens, text)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(text=TEXT, prefix=st.binary(max_size=3))
+def test_general_alignment_tiles(text, prefix):
+    assert_tiles(_Lowercasing(prefix).segment(text), text)
+
+
+def test_align_tokens_directly(gpt2):
+    ids = gpt2.encode("abc def")
+    assert [(t.start, t.end) for t in align_tokens(gpt2, "abc def", ids)] == [(0, 3), (3, 7)]
