@@ -1,0 +1,378 @@
+"""Pieces shared by the tensor views: tensor sources, background jobs, copy and export helpers.
+
+A `TensorSource` is one tensor's stored bytes plus what is needed to address them (shape,
+GGML type, file offset). It comes from an open weight file or from the built-in demo
+tensor, so every view works the same way with or without a file open.
+
+Long work runs through `workers.LatestRunner` as generator functions that yield the
+fraction done between chunks; the runner checks for Cancel at every yield, so cancelling
+costs at most one chunk and the GUI thread only ever receives finished results.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Generator, Iterator
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QCompleter, QHBoxLayout, QLabel,
+                               QProgressBar, QPushButton, QTableView, QTreeView, QWidget)
+
+from forma_gui.app.workers import LatestRunner
+# imported here, not in the worker: a first import inside a job holds the GIL for tens of ms
+from forma_gui.core import quant
+from forma_gui.core.ggml_types import GGML_TYPES
+from forma_gui.core.tensor import BlockLayout
+
+# Heatmaps everywhere in the tensor views index images as [row, column], like numpy.
+pg.setConfigOptions(imageAxisOrder="row-major")
+
+#: the names under which the token-embedding matrix is stored (GGUF, HF safetensors, GPT-2)
+EMBEDDING_SUFFIXES = ("token_embd.weight", "embed_tokens.weight", "wte.weight")
+
+
+# ------------------------------------------------------------------ tensor sources
+
+@dataclass(frozen=True)
+class TensorSource:
+    """One tensor's stored data: `raw` is what `WeightFile.raw(name)` returns.
+
+    For block-quantized types `raw` is uint8 `(*shape[:-1], row_bytes)`; otherwise it is a
+    typed array of `shape` (BF16 as uint16).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    raw: np.ndarray
+    offset: int | None = None   # absolute file offset of the first byte; None in memory
+    note: str = ""              # e.g. "demo tensor, quantized on the fly"
+
+    @property
+    def n_elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def block_size(self) -> int:
+        """Elements per block (1 for plain element types)."""
+        t = GGML_TYPES.get(self.dtype)
+        return t.block_size if t else 1
+
+    @property
+    def type_size(self) -> int:
+        """Bytes per block (the element size for plain types)."""
+        t = GGML_TYPES.get(self.dtype)
+        return t.type_size if t else self.raw.dtype.itemsize
+
+    @property
+    def is_quantized(self) -> bool:
+        return self.block_size > 1
+
+    @property
+    def row_length(self) -> int:
+        """Elements in one stored row (the innermost dimension)."""
+        return self.shape[-1] if self.shape else 1
+
+    @property
+    def n_rows(self) -> int:
+        return self.n_elements // max(1, self.row_length)
+
+    @property
+    def blocks_per_row(self) -> int:
+        return max(1, self.row_length // self.block_size)
+
+    @property
+    def n_blocks(self) -> int:
+        return self.n_elements // self.block_size
+
+    def blocks(self) -> np.ndarray:
+        """The data as stored blocks: `(n_blocks, type_size)` uint8, or 1-D elements."""
+        flat = self.raw.reshape(-1)
+        return flat.reshape(-1, self.type_size) if self.is_quantized else flat
+
+    def rows(self) -> np.ndarray:
+        """The data as stored rows: `(n_rows, row_bytes)` for blocks, `(n_rows, row_length)` else."""
+        return self.raw.reshape(self.n_rows, -1)
+
+    @property
+    def block_layout(self) -> BlockLayout:
+        """The core's block layout: which block holds an element, and where its bytes are."""
+        return BlockLayout(self.shape, self.block_size, self.type_size, self.offset or 0)
+
+    def block_byte_range(self, block: int) -> tuple[int, int]:
+        """Byte range `[start, end)` of block `block`, absolute in the file when it has one."""
+        _, start, end = self.block_layout.block_of(block * self.block_size)
+        return start, end
+
+    def label(self) -> str:
+        """`name · dtype · (shape)` for headers."""
+        shape = " × ".join(str(n) for n in self.shape) or "scalar"
+        return f"{self.name} · {self.dtype} · {shape}"
+
+
+def source_from_weights(weights: Any, name: str) -> TensorSource:
+    """The `TensorSource` of tensor `name` in an open `WeightFile` (zero-copy)."""
+    info = weights.tensor(name)
+    return TensorSource(name, tuple(int(n) for n in info.shape), info.dtype, weights.raw(name),
+                        int(info.offset))
+
+
+def find_embedding_name(weights: Any) -> str | None:
+    """Name of the token-embedding tensor (GGUF, HF or GPT-2 naming), or None."""
+    names = [t.name for t in weights.tensors]
+    for suffix in EMBEDDING_SUFFIXES:
+        for name in names:
+            if name == suffix or name.endswith("." + suffix) or name.endswith(suffix):
+                return name
+    return None
+
+
+def demo_matrix(rows: int = 64, cols: int = 256, seed: int = 20240) -> np.ndarray:
+    """A deterministic weight-like float32 matrix: Gaussian rows of varied scale, some outliers.
+
+    Real weight matrices have a few outlier channels and scattered large values; both make
+    blocks whose scale `d` stands out, which is what the scale plots are for.
+    """
+    rng = np.random.default_rng(seed)
+    row_scale = np.exp(rng.normal(-3.2, 0.45, size=(rows, 1)))          # (rows, 1)
+    x = rng.standard_normal((rows, cols)) * row_scale                    # (rows, cols)
+    channels = rng.choice(cols, size=max(1, cols // 64), replace=False)
+    x[:, channels] *= 6.0                                                # outlier channels
+    spikes = rng.choice(rows * cols, size=max(1, rows * cols // 400), replace=False)
+    x.flat[spikes] *= 10.0                                               # scattered outliers
+    return x.astype(np.float32)
+
+
+def demo_source(dtype: str = "Q4_0") -> TensorSource:
+    """The demo matrix quantized on the fly by the core library."""
+    x = demo_matrix()
+    raw = np.asarray(quant.quantize(x, dtype)).reshape(x.shape[0], -1)
+    return TensorSource("demo", x.shape, dtype, raw, None,
+                        note=f"no weight file open: a demo {x.shape[0]}×{x.shape[1]} float32 "
+                             f"matrix quantized to {dtype} on the fly")
+
+
+def dequantize_blocks(blocks: np.ndarray, dtype: str) -> np.ndarray:
+    """Values of some stored blocks (or elements) as 1-D float32."""
+    if dtype in GGML_TYPES and (GGML_TYPES[dtype].block_size > 1 or dtype in ("F16", "BF16", "F32")):
+        return quant.dequantize(np.ascontiguousarray(blocks), dtype)
+    return np.asarray(blocks, dtype=np.float32).reshape(-1)  # integer / float64 element types
+
+
+def dequantize_range(source: TensorSource, first_block: int, stop_block: int, *,
+                     chunk_blocks: int | None = None) -> Generator[float, None, np.ndarray]:
+    """Dequantize blocks `[first_block, stop_block)` chunk by chunk, yielding the fraction done.
+
+    A generator for `workers.LatestRunner`: between two yields the job can be cancelled.
+    """
+    blocks = source.blocks()[first_block:stop_block]
+    n = blocks.shape[0]
+    step = chunk_blocks or max(1, (1 << 19) // source.block_size)
+    out = np.empty(n * source.block_size, dtype=np.float32)
+    for start in range(0, n, step):
+        yield start / max(1, n)
+        part = dequantize_blocks(blocks[start:start + step], source.dtype)
+        out[start * source.block_size:start * source.block_size + part.size] = part
+    return out
+
+
+def scaled(progress: Iterator[float], base: float, weight: float) -> Generator[float, None, Any]:
+    """Re-map a sub-job's fractions into `[base, base + weight]`; return its result."""
+    while True:
+        try:
+            fraction = next(progress)
+        except StopIteration as stop:
+            return stop.value
+        yield base + weight * fraction
+
+
+# ------------------------------------------------------------------ background jobs
+
+class JobProgress(QWidget):
+    """A progress bar with a Cancel button, shown while a `LatestRunner` is busy."""
+
+    def __init__(self, runner: LatestRunner, title: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.runner = runner
+        self.label = QLabel(title)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.bar.setMaximumHeight(18)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setObjectName("cancelButton")
+        self.cancel_button.clicked.connect(runner.cancel)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.label)
+        lay.addWidget(self.bar, 1)
+        lay.addWidget(self.cancel_button)
+        runner.busy_changed.connect(self._busy)
+        runner.progressed.connect(self._progressed)
+        self.hide()
+
+    def set_title(self, title: str) -> None:
+        self.label.setText(title)
+
+    def _busy(self, busy: bool) -> None:
+        self.bar.setValue(0)
+        self.setVisible(busy)
+
+    def _progressed(self, fraction: float) -> None:
+        if fraction < 0:
+            self.bar.setRange(0, 0)   # unknown: busy indicator
+        else:
+            self.bar.setRange(0, 1000)
+            self.bar.setValue(int(fraction * 1000))
+
+
+# ------------------------------------------------------------------ copy as text
+
+def _index_path(index: QModelIndex) -> tuple[int, ...]:
+    path = []
+    while index.isValid():
+        path.append(index.row())
+        index = index.parent()
+    return tuple(reversed(path))
+
+
+def rows_as_tsv(view: QAbstractItemView, *, header: bool = True) -> str:
+    """The selected rows of a table or tree view as tab-separated text, all columns."""
+    model = view.model()
+    if model is None or view.selectionModel() is None:
+        return ""
+    firsts = {(_index_path(ix.siblingAtColumn(0))): ix.siblingAtColumn(0)
+              for ix in view.selectionModel().selectedIndexes()}
+    lines = []
+    if header:
+        lines.append("\t".join(str(model.headerData(c, Qt.Horizontal) or "")
+                               for c in range(model.columnCount())))
+    for path in sorted(firsts):
+        first = firsts[path]
+        cells = [model.data(first.siblingAtColumn(c)) for c in range(model.columnCount(first.parent()))]
+        lines.append("\t".join("" if v is None else str(v).replace("\t", " ").replace("\n", " ")
+                               for v in cells))
+    return "\n".join(lines) + "\n"
+
+
+class _CopyMixin:
+    """Ctrl+C copies the selected rows as TSV (with a header line)."""
+
+    def keyPressEvent(self, event):  # noqa: N802 - Qt override
+        if event.matches(QKeySequence.StandardKey.Copy):
+            QGuiApplication.clipboard().setText(rows_as_tsv(self))
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+
+class CopyableTableView(_CopyMixin, QTableView):
+    """A QTableView whose Ctrl+C copies the selected rows as tab-separated text."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setAlternatingRowColors(True)
+        self.verticalHeader().setDefaultSectionSize(22)
+        self.verticalHeader().hide()
+
+
+class CopyableTreeView(_CopyMixin, QTreeView):
+    """A QTreeView whose Ctrl+C copies the selected rows as tab-separated text."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setAlternatingRowColors(True)
+        self.setUniformRowHeights(True)
+
+
+# ------------------------------------------------------------------ plot export
+
+def show_export_dialog(item: Any) -> None:
+    """Open pyqtgraph's export dialog (PNG, SVG, CSV, ...) for a plot item or widget."""
+    if hasattr(item, "getPlotItem"):
+        item = item.getPlotItem()
+    elif hasattr(item, "getView"):          # ImageView
+        item = item.getView()
+    scene = item.scene()
+    if scene is None:
+        return
+    if scene.exportDialog is None:
+        from pyqtgraph.GraphicsScene.exportDialog import ExportDialog
+
+        scene.exportDialog = ExportDialog(scene)
+    scene.exportDialog.show(item)
+
+
+def export_button(item: Any, text: str = "Export…") -> QPushButton:
+    """A small button that opens the export dialog for `item` (PNG / SVG / CSV)."""
+    button = QPushButton(text)
+    button.setToolTip("Export this plot as PNG, SVG or CSV (also in the plot's right-click menu)")
+    button.clicked.connect(lambda: show_export_dialog(item))
+    return button
+
+
+# ------------------------------------------------------------------ tensor picker
+
+class TensorPicker(QComboBox):
+    """An editable combo box of tensor names with type-ahead (contains) completion."""
+
+    tensor_picked = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setEditable(True)
+        self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.setMinimumContentsLength(28)
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        completer = QCompleter(self.model(), self)
+        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.setCompleter(completer)
+        self.activated.connect(lambda i: self.tensor_picked.emit(self.itemText(i)))
+        self.lineEdit().returnPressed.connect(self._typed)
+        self._quiet = False
+
+    def set_names(self, names: list[str], labels: list[str] | None = None) -> None:
+        self.blockSignals(True)
+        self.clear()
+        self.addItems(names)
+        if labels:
+            for i, label in enumerate(labels):
+                self.setItemData(i, label, Qt.ItemDataRole.ToolTipRole)
+        self.setCurrentIndex(-1)
+        self.blockSignals(False)
+
+    def set_current(self, name: str | None) -> None:
+        self.blockSignals(True)
+        i = self.findText(name) if name else -1
+        self.setCurrentIndex(i)
+        if i < 0:
+            self.setEditText(name or "")
+        self.blockSignals(False)
+
+    def _typed(self) -> None:
+        text = self.currentText().strip()
+        if self.findText(text) >= 0:
+            self.tensor_picked.emit(text)
+
+
+def fmt_bytes(n: float) -> str:
+    """Human-readable byte count in binary units.
+
+    >>> fmt_bytes(1536), fmt_bytes(271_000_000)
+    ('1.50 KiB', '258.4 MiB')
+    """
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            value = n / size
+            return f"{value:.2f} {unit}" if value < 10 else f"{value:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def fmt_float(x: float) -> str:
+    """A float32 value in its shortest round-tripping form."""
+    return str(np.float32(x))

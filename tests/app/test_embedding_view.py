@@ -1,0 +1,74 @@
+"""Tokens meet weights: the selected token's embedding row, checked against dequantize."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import forma_gui
+from forma_gui.app.embedding_view import EmbeddingPanel
+from forma_gui.app.state import Session
+from tests.app._smol import gguf_tensor, smol_path as _smol_path
+
+
+@pytest.fixture(scope="module")
+def smol_path():
+    return _smol_path()
+
+
+@pytest.fixture(scope="module")
+def embeddings(smol_path):
+    with forma_gui.open_weights(smol_path) as w:
+        return w.dequantize("token_embd.weight")
+
+
+@pytest.mark.parametrize("token_id", [0, 1, 2, 12_345, 49_151])
+def test_row_equals_dequantized_matrix_row(qtbot, smol_path, embeddings, token_id):
+    session = Session()
+    session.set_weights(forma_gui.open_weights(smol_path))
+    panel = EmbeddingPanel(session)
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.row_shown, timeout=5000):
+        session.select_token(token_id)
+    row = panel.row
+    assert np.array_equal(row.values, embeddings[token_id])
+    x, y = panel.curve.getData()
+    assert np.array_equal(y, embeddings[token_id]) and np.array_equal(x, np.arange(576))
+    # the blocks the row is made of: 576 / 32 = 18 Q8_0 blocks of 34 bytes
+    assert (row.first_block, row.n_blocks) == (token_id * 18, 18)
+    t = session.weights.tensor("token_embd.weight")
+    assert row.byte_range == (t.offset + token_id * 18 * 34, t.offset + (token_id + 1) * 18 * 34)
+    blocks = np.asarray(gguf_tensor("token_embd.weight").data)[token_id].reshape(18, 34)
+    assert np.array_equal(row.scales["d"], blocks[:, :2].copy().view("<f2")[:, 0].astype(np.float32))
+    assert f"blocks {token_id * 18:,}–{token_id * 18 + 17:,}" in panel.blocks_label.text()
+    session.set_weights(None)
+
+
+def test_out_of_range_and_no_weights(qtbot, smol_path):
+    session = Session()
+    panel = EmbeddingPanel(session)
+    qtbot.addWidget(panel)
+    session.select_token(3)
+    assert panel.row is None and "Open a weight file" in panel.title.text()
+    session.set_weights(forma_gui.open_weights(smol_path))
+    assert panel.row is not None and panel.row.token_id == 3   # the last selected token
+    session.select_token(49_152)
+    assert panel.row is None and "outside" in panel.title.text()
+    session.set_weights(None)
+
+
+def test_selecting_a_token_in_the_tokenize_view(qtbot, smol_path, embeddings):
+    from forma_gui.app.tokenize_view import TokenizeView
+
+    pytest.importorskip("forma_gui.formats.gguf_tokenizer")   # GGUF vocabularies: another issue
+    session = Session()
+    session.set_tokenizer(forma_gui.load_tokenizer(smol_path))
+    session.set_weights(forma_gui.open_weights(smol_path))
+    view = TokenizeView(session)
+    qtbot.addWidget(view)
+    qtbot.waitUntil(lambda: view.findChild(EmbeddingPanel, "embeddingPanel") is not None, timeout=5000)
+    token_id = session.tokenizer.encode(" world")[0]
+    session.select_token(token_id)
+    panel = view.findChild(EmbeddingPanel, "embeddingPanel")
+    qtbot.waitUntil(lambda: panel.row is not None and panel.row.token_id == token_id, timeout=5000)
+    assert np.array_equal(panel.row.values, embeddings[token_id])
+    session.set_weights(None)

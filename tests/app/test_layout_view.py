@@ -1,0 +1,219 @@
+"""The Layout view against numpy: strides, offsets and values of transposed and sliced views."""
+from __future__ import annotations
+
+import time
+
+import gguf
+import numpy as np
+import pytest
+from PySide6.QtCore import QCoreApplication, QEvent, QTimer
+
+import forma_gui
+from forma_gui.app.layout_view import LayoutView, parse_axes, parse_index
+from forma_gui.app.state import Session
+from tests.app._smol import gguf_dequantized, smol_path as _smol_path
+
+Q4_1_TENSOR = "blk.0.ffn_down.weight"      # (576, 1536) Q4_1
+F32_TENSOR = "blk.0.attn_norm.weight"      # (576,) F32
+
+
+@pytest.fixture(scope="module")
+def smol_path():
+    return _smol_path()
+
+
+@pytest.fixture
+def view(qtbot, smol_path):
+    session = Session()
+    session.set_weights(forma_gui.open_weights(smol_path))
+    v = LayoutView(session)
+    qtbot.addWidget(v, before_close_func=lambda w: stop(qtbot, w))
+    yield v
+    session.weights.close()  # without a signal: the views are being torn down
+
+
+def stop(qtbot, view) -> None:
+    """Let the worker end before pytest-qt deletes the view it reports to."""
+    view.runner.cancel()
+    qtbot.waitUntil(lambda: not view.runner.busy, timeout=20000)
+
+
+def shown(view: LayoutView, key: str) -> str:
+    return view.info[key].text()
+
+
+def element_offset(a: np.ndarray, base: np.ndarray) -> int:
+    """Element offset of a view's first element inside `base` (numpy's own bookkeeping)."""
+    delta = a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return delta // base.itemsize
+
+
+def select(qtbot, view: LayoutView, name: str):
+    with qtbot.waitSignal(view.values_ready, timeout=30000):
+        view.session.select_tensor(name)
+    return view.result
+
+
+# ------------------------------------------------------------------ parsing
+
+def test_parse_index_matches_numpy_semantics():
+    a = np.arange(24).reshape(2, 3, 4)
+    for text in ("1, ::-1", "..., 1:3", ":, 2", "0", "-1, ::2, 1::2", "", "::-1, ..."):
+        assert np.array_equal(a[parse_index(text, 3)], a[eval(f"np.s_[{text}]") if text else ()])
+
+
+@pytest.mark.parametrize("text", ["1:2:0", "a", "1, 2, 3, 4", "..., ..."])
+def test_parse_index_rejects(text):
+    with pytest.raises(ValueError):
+        parse_index(text, 3)
+
+
+def test_parse_axes():
+    assert parse_axes("2, 0 1", 3) == (2, 0, 1)
+    with pytest.raises(ValueError):
+        parse_axes("0, 0", 2)
+
+
+# ------------------------------------------------------------------ strides against numpy
+
+def test_quantized_tensor_strides_follow_numpy_through_transpose_and_slice(qtbot, view):
+    select(qtbot, view, Q4_1_TENSOR)
+    base = np.empty((576, 1536), dtype=np.float32)           # same shape, numpy's strides
+    assert shown(view, "shape") == str(base.shape)
+    assert shown(view, "strides") == str(tuple(s // 4 for s in base.strides))
+    assert shown(view, "contiguous") == "yes"
+
+    view.transpose()
+    t = base.T
+    assert shown(view, "shape") == str(t.shape)
+    assert shown(view, "strides") == str(tuple(s // 4 for s in t.strides))
+    assert shown(view, "contiguous") == "no"
+
+    view.apply_slice("2:10:2, ::-1")
+    s = t[2:10:2, ::-1]
+    assert shown(view, "shape") == str(s.shape)
+    assert shown(view, "strides") == str(tuple(st // 4 for st in s.strides))
+    assert shown(view, "offset").startswith(f"{element_offset(s, base)} elements")
+    assert "did not move" in view.moved.text()
+    assert shown(view, "expression") == "t.T[2:10:2, ::-1]"
+
+
+def test_f32_byte_strides_equal_numpy(qtbot, view):
+    select(qtbot, view, F32_TENSOR)
+    base = np.empty(576, dtype=np.float32)
+    view.apply_slice("100::-3")
+    s = base[100::-3]
+    assert shown(view, "byte_strides") == str(s.strides)
+    assert shown(view, "strides") == str(tuple(st // 4 for st in s.strides))
+    assert shown(view, "offset") == f"{element_offset(s, base)} elements = {element_offset(s, base) * 4} bytes"
+
+
+def test_permute_of_a_3d_f16_tensor(qtbot, tmp_path):
+    path = tmp_path / "three.gguf"
+    w = gguf.GGUFWriter(path, "test")
+    data = np.arange(4 * 5 * 6, dtype=np.float16).reshape(4, 5, 6)
+    w.add_tensor("cube", data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    session = Session()
+    session.set_weights(forma_gui.open_weights(path))
+    view = LayoutView(session)
+    qtbot.addWidget(view, before_close_func=lambda w: stop(qtbot, w))
+    with qtbot.waitSignal(view.values_ready, timeout=10000):
+        session.select_tensor("cube")
+    view.permute("2, 0, 1")
+    p = data.transpose(2, 0, 1)
+    assert shown(view, "byte_strides") == str(p.strides)
+    view.apply_slice("1:, 3, ::-2")
+    s = p[1:, 3, ::-2]
+    assert shown(view, "shape") == str(s.shape)
+    assert shown(view, "byte_strides") == str(s.strides)
+    with qtbot.waitSignal(view.values_ready, timeout=10000):
+        view.compute_values()
+    assert np.array_equal(view.result.image, s.astype(np.float32))
+    session.weights.close()  # without a signal: the views are being torn down
+
+
+# ------------------------------------------------------------------ drawing and hovering
+
+def test_hover_shows_offset_sum_and_block(qtbot, view):
+    select(qtbot, view, Q4_1_TENSOR)
+    view.transpose()
+    view.apply_slice("::3, 5:")
+    lay = view.layout_
+    index = (1, 2)
+    expected = lay.offset + sum(i * s for i, s in zip(index, lay.strides))
+    view.diagram.hover_index(index)
+    text = view.formula.text()
+    assert f"= {expected}" in text.splitlines()[0]
+    block = expected // 32
+    start = view.source.offset + block * 20
+    assert f"block {block} " in text and f"0x{start:X}–0x{start + 19:X}" in text
+    # the strip lists exactly the window's offsets, ascending, with gaps where they skip
+    offsets = [c.offset for c in view.diagram.strip if hasattr(c, "offset")]
+    assert offsets == sorted(c.offset for c in view.diagram.cells)
+
+
+def test_window_cells_carry_numpy_offsets(qtbot, view):
+    select(qtbot, view, Q4_1_TENSOR)
+    view.apply_slice("3:, ::-5")
+    base = np.arange(576 * 1536).reshape(576, 1536)
+    s = base[3:, ::-5]
+    for cell in view.diagram.cells:
+        assert cell.offset == s[cell.index]
+
+
+# ------------------------------------------------------------------ values
+
+def test_values_of_a_transposed_slice_equal_gguf_py(qtbot, view):
+    select(qtbot, view, Q4_1_TENSOR)
+    expected_full = gguf_dequantized(Q4_1_TENSOR)
+    st = view.result.stats
+    assert st["min"] == expected_full.min() and st["max"] == expected_full.max()
+    assert st["mean"] == pytest.approx(expected_full.mean(dtype=np.float64), rel=1e-9)
+    assert st["std"] == pytest.approx(expected_full.std(dtype=np.float64), rel=1e-9)
+    assert st["nan"] == 0 and st["inf"] == 0 and st["count"] == expected_full.size
+    assert view.result.counts.sum() == expected_full.size
+
+    view.transpose()
+    with qtbot.waitSignal(view.values_ready, timeout=30000):
+        view.apply_slice("7:300:3, ::-2")
+    expected = expected_full.T[7:300:3, ::-2]
+    assert view.result.image_step == (1, 1)
+    assert np.array_equal(view.result.image, expected)
+
+
+def test_cancel_stops_the_job(qtbot, view):
+    view.session.select_tensor("token_embd.weight")
+    qtbot.waitUntil(lambda: view.progress.isVisibleTo(view), timeout=5000)
+    view.progress.cancel_button.click()
+    qtbot.waitUntil(lambda: not view.runner.busy, timeout=20000)
+    assert view.result is None and not view.progress.isVisibleTo(view)
+
+
+def test_event_loop_stays_responsive_while_a_large_tensor_dequantizes(qtbot, view):
+    """Responsiveness, not speed: the GUI thread keeps ticking while the worker runs."""
+    # widgets of earlier tests are deleted on the next event loop: get that done first
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    qtbot.wait(50)
+    gaps, last = [], [time.perf_counter()]
+
+    def tick():
+        now = time.perf_counter()
+        gaps.append(now - last[0])
+        last[0] = now
+
+    timer = QTimer()
+    timer.setInterval(10)
+    timer.timeout.connect(tick)
+    started = time.perf_counter()
+    timer.start()
+    with qtbot.waitSignal(view.values_ready, timeout=60000):
+        view.session.select_tensor("token_embd.weight")        # 28M values, Q8_0
+    elapsed = time.perf_counter() - started
+    timer.stop()
+    assert view.result.stats["count"] == 49152 * 576
+    assert elapsed > 0.3, "the job was too short to say anything about responsiveness"
+    assert max(gaps) < 0.1, f"the event loop stalled for {max(gaps) * 1000:.0f} ms"

@@ -1,0 +1,145 @@
+"""The Quantization view on SmolLM2's Q4_1 tensors, checked against gguf-py and the core."""
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtTest import QTest
+
+import forma_gui
+from forma_gui.app.quant_view import QuantView, fill_formula
+from forma_gui.app.state import Session
+from forma_gui.app.tensor_support import demo_matrix
+from forma_gui.core import quant
+from tests.app._smol import gguf_dequantized, gguf_tensor, smol_path as _smol_path
+
+TENSOR = "blk.0.ffn_down.weight"      # (576, 1536) Q4_1: 48 blocks per row
+
+
+@pytest.fixture(scope="module")
+def smol_path():
+    return _smol_path()
+
+
+@pytest.fixture
+def view(qtbot, smol_path):
+    session = Session()
+    session.set_weights(forma_gui.open_weights(smol_path))
+    v = QuantView(session)
+    qtbot.addWidget(v, before_close_func=lambda w: stop(qtbot, w))
+    yield v
+    session.weights.close()  # without a signal: the views are being torn down
+
+
+def stop(qtbot, view) -> None:
+    """Let the workers end before pytest-qt deletes the view they report to."""
+    for runner in (view.runner, view.requant.runner):
+        runner.cancel()
+        qtbot.waitUntil(lambda r=runner: not r.busy, timeout=20000)
+
+
+def select(qtbot, view, name):
+    with qtbot.waitSignal(view.scales_ready, timeout=30000):
+        view.session.select_tensor(name)
+
+
+def test_scale_plot_equals_block_scales(qtbot, view):
+    select(qtbot, view, TENSOR)
+    raw = view.session.weights.raw(TENSOR)
+    scales = quant.block_scales(raw, "Q4_1")
+    x, y = view.curve_items["d"].getData()
+    assert np.array_equal(y, scales["d"]) and np.array_equal(x, np.arange(scales["d"].size))
+    assert np.array_equal(view.curve_items["m"].getData()[1], scales["m"])
+    # independent of the core: a Q4_1 block starts with d then m, both little-endian f16
+    blocks = gguf_tensor(TENSOR).data.reshape(-1, 20)
+    assert np.array_equal(y, blocks[:, 0:2].copy().view("<f2")[:, 0].astype(np.float32))
+    assert np.array_equal(view.curve_items["m"].getData()[1],
+                          blocks[:, 2:4].copy().view("<f2")[:, 0].astype(np.float32))
+    # the heatmap is rows × blocks of the same numbers
+    image = view.heat_image.image
+    assert image.shape == (576, 48) and np.array_equal(image.reshape(-1), scales["d"])
+
+
+@pytest.mark.parametrize("block", [0, 47, 48, 13_337, 27_647])
+def test_block_microscope_values_equal_dequantize(qtbot, view, block):
+    select(qtbot, view, TENSOR)
+    view.open_block(block)
+    t = gguf_tensor(TENSOR)
+    expected = gguf_dequantized(TENSOR).reshape(-1)[block * 32:(block + 1) * 32]
+    model = view.microscope.values_model
+    assert model.rowCount() == 32
+    shown = np.array([np.float32(model.index(i, 4).data()) for i in range(32)])
+    assert np.array_equal(shown, expected)
+    assert np.array_equal(shown, quant.dequantize(view.session.weights.raw(TENSOR), "Q4_1")
+                          [block * 32:(block + 1) * 32])
+    # the hex cells are the block's bytes in the file
+    raw = t.data.reshape(-1, 20)[block]
+    assert np.array_equal(view.microscope.hex.raw, raw)
+    # low nibbles are elements 0-15, high nibbles 16-31
+    qs = raw[4:20]
+    grid = view.microscope.nibbles.layout_
+    assert np.array_equal(grid.lo, qs & 15) and np.array_equal(grid.lo_element, np.arange(16))
+    assert np.array_equal(grid.hi, qs >> 4) and np.array_equal(grid.hi_element, np.arange(16, 32))
+    # the formula column puts this element's numbers into d · q + m
+    d = np.float32(raw[0:2].view("<f2")[0])
+    m = np.float32(raw[2:4].view("<f2")[0])
+    q = int(qs[3] & 15)
+    assert model.index(3, 3).data() == fill_formula("d · q + m", {"d": str(d), "q": str(q),
+                                                                  "m": str(m) if m >= 0 else f"({str(m)})"})
+    assert np.float32(d * np.float32(q) + m) == shown[3]
+
+
+def test_click_on_heatmap_opens_that_block(qtbot, view):
+    select(qtbot, view, TENSOR)
+    view.show()
+    qtbot.waitExposed(view)
+    vb = view.heatmap.getPlotItem().vb
+    row, col = 200, 31
+    vb.setRange(xRange=(0, 48), yRange=(150, 250), padding=0)
+    pos = view.heatmap.mapFromScene(vb.mapViewToScene(QPointF(col + 0.5, row + 0.5)))
+    QTest.mouseClick(view.heatmap.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(int(pos.x()), int(pos.y())))
+    qtbot.waitUntil(lambda: view.block == row * 48 + col, timeout=3000)
+    assert view.microscope.info.index == row * 48 + col
+
+
+def test_requantize_errors_match_gguf_py(qtbot, view):
+    select(qtbot, view, TENSOR)
+    view.requant.first_row.setValue(10)
+    view.requant.n_rows.setValue(8)
+    with qtbot.waitSignal(view.requant.runner.finished, timeout=30000):
+        view.requant.run()
+    x = gguf_dequantized(TENSOR)[10:18]
+    rows = {r[0]: r for r in view.requant.result.rows}
+    assert list(rows) == ["Q8_0", "Q4_0", "Q4_1", "Q5_0"]
+    for fmt, row in rows.items():
+        qt = gguf.GGMLQuantizationType[fmt]
+        err = gguf.quants.dequantize(gguf.quants.quantize(x, qt), qt) - x
+        assert row[2] == pytest.approx(np.sqrt(np.mean(err.astype(np.float64) ** 2)), rel=1e-12)
+        assert row[3] == np.abs(err).max()
+        assert view.requant.result.counts[fmt].sum() == x.size
+    assert rows["Q8_0"][1] == 8.5 and rows["Q4_0"][1] == 4.5
+
+
+def test_demo_tensor_without_a_file(qtbot):
+    session = Session()
+    view = QuantView(session)
+    qtbot.addWidget(view, before_close_func=lambda w: stop(qtbot, w))
+    qtbot.waitUntil(lambda: view.result is not None, timeout=10000)
+    assert view.source.name == "demo" and view.source.dtype == "Q4_0"
+    expected = gguf.quants.quantize(demo_matrix(), gguf.GGMLQuantizationType.Q4_0)
+    assert np.array_equal(view.source.raw.reshape(-1), expected.reshape(-1))
+    d = expected.reshape(-1, 18)[:, 0:2].copy().view("<f2")[:, 0].astype(np.float32)
+    assert np.array_equal(view.curve_items["d"].getData()[1], d)
+    view.open_block(5)
+    shown = [np.float32(view.microscope.values_model.index(i, 4).data()) for i in range(32)]
+    deq = gguf.quants.dequantize(expected, gguf.GGMLQuantizationType.Q4_0).reshape(-1)
+    assert np.array_equal(shown, deq[5 * 32:6 * 32])
+    qtbot.waitUntil(lambda: view.requant.result is not None, timeout=20000)
+    assert view.requant.result.n_values == demo_matrix()[:64].size
+
+
+def test_non_quantized_tensor_has_no_scales(qtbot, view):
+    view.session.select_tensor("blk.0.attn_norm.weight")
+    assert "not block-quantized" in view.header.text()
+    assert not view.curve_items and view.open_block(0) is None
