@@ -3,9 +3,10 @@
 Convention: GB/s = float32 output bytes (4 per element) per second, 1 GB = 1e9 bytes.
 Both sides return a new array of the whole tensor, one tensor at a time (each result is
 dropped before the next call), so both pay the first-touch page faults on their output;
-ours also writes into a preallocated array (`dequantize_into`), reported in the note. Each figure is also given as a fraction of
-the machine's copy bandwidth (`np.copyto` of float32 into a preallocated array, the same
-output size), which bounds any dequantizer that must write its output.
+ours also writes into a preallocated array (`dequantize_into`), reported in the note.
+Each figure is also given as a fraction of the machine's copy bandwidth (`np.copyto` of
+float32 into a preallocated array of the same output size), which bounds any
+dequantizer that must write its output.
 
 Data: the real SmolLM2 GGUF for Q4_1 (all 210 tensors, as one figure) and Q8_0 (the
 token embedding); for the other types, a (2048, 4096) tensor (32 MB of float32)

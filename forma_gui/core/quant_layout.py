@@ -158,7 +158,7 @@ def q3_k_scales(packed: np.ndarray) -> np.ndarray:
 
 
 def iq4_xs_scales(scales_h: np.ndarray, scales_l: np.ndarray) -> np.ndarray:
-    """IQ4_XS: 6-bit scales, low nibbles in `scales_l`, top 2 bits in the uint16 `scales_h` -> (n, 8) int8."""
+    """IQ4_XS: 6-bit scales (low nibbles in `scales_l`, top 2 bits in uint16 `scales_h`) -> (n, 8) int8."""
     low = nibbles(scales_l, 1)         # (n, 8): byte 0 low, byte 0 high, byte 1 low, ...
     high = crumbs(scales_h, 1)         # (n, 8): bits 2j, 2j+1 of the little-endian uint16
     return (low | (high << 4)).view(np.int8) - np.int8(32)
