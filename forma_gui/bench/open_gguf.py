@@ -61,11 +61,9 @@ def open_peer(path: Path) -> int:
 
 
 def peer_installed() -> bool:
-    try:
-        import gguf  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    import importlib.util
+
+    return importlib.util.find_spec("gguf") is not None
 
 
 def peak_rss_mb(kind: str, path: Path) -> float | None:

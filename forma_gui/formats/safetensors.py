@@ -81,7 +81,8 @@ class SafetensorsFile:
         try:
             header = json.loads(text.decode("utf-8"))
         except UnicodeDecodeError as e:
-            raise self._fail("expected a UTF-8 JSON header", HEADER_LENGTH_BYTES + e.start) from None
+            raise self._fail("expected a UTF-8 JSON header",
+                             HEADER_LENGTH_BYTES + e.start) from None
         except json.JSONDecodeError as e:
             raise self._fail(f"invalid JSON header: {e.msg}", HEADER_LENGTH_BYTES + e.pos) from None
         except RecursionError:

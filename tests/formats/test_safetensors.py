@@ -1,4 +1,4 @@
-"""safetensors: values equal the safetensors library's on files it wrote; bad headers fail cleanly."""
+"""safetensors: values equal the library's on files it wrote; bad headers fail cleanly."""
 from __future__ import annotations
 
 import json
