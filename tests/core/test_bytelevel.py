@@ -1,0 +1,135 @@
+"""ByteLevelBPETokenizer as a class: raw-data construction, the encode contract, members."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+from forma_gui.core import bytelevel
+from forma_gui.core.byte_map import BYTE_TO_UNICODE
+from forma_gui.core.bytelevel import ByteLevelBPETokenizer, MergeError, replace_surrogates
+from forma_gui.core.tokenizer import AddedToken
+from forma_gui.formats.loader import load_tokenizer
+from tests.conftest import MAX_EXAMPLES, data_file
+from tests.corpus import CORPUS, TEXT
+
+BYTES = [BYTE_TO_UNICODE[b] for b in range(256)]
+
+
+def _tiny(**kwargs) -> ByteLevelBPETokenizer:
+    """256 byte pieces + 'Ġt', 'he', 'Ġthe' with their merges, built from raw lists (as GGUF does)."""
+    pieces = BYTES + ["Ġt", "he", "Ġthe"]
+    merges = ["Ġ t", ("h", "e"), "Ġt he"]
+    return ByteLevelBPETokenizer(pieces, merges, **kwargs)
+
+
+def test_raw_lists_known_answer():
+    tok = _tiny()
+    assert tok.encode(" the") == [258]
+    assert tok.encode("the") == [ord("t"), 257]
+    assert [(s.left, s.right, s.rank, s.result, s.position) for s in tok.merge_steps(" the")] == [
+        ("Ġ", "t", 0, "Ġt", 0), ("h", "e", 1, "he", 1), ("Ġt", "he", 2, "Ġthe", 0)]
+    assert tok.merge_steps(" the")[-1].symbols == ("Ġthe",)
+    assert tok.token_score(258) == 2 and tok.token_score(ord("a")) is None
+    assert tok.merge_rank("Ġt", "he") == 2 and tok.merge_rank("he", "Ġt") is None
+
+
+def test_merge_errors_and_lenient_mode():
+    with pytest.raises(MergeError) as info:
+        ByteLevelBPETokenizer(BYTES + ["ab"], ["a b", "x yz"])
+    assert info.value.index == 1
+    tok = ByteLevelBPETokenizer(BYTES + ["ab"], ["a b", "x yz", "a b c"], strict=False)
+    assert tok.encode("ab") == [256]
+
+
+def test_vocab_mapping_with_holes_and_literal_pieces():
+    vocab = {p: i for i, p in enumerate(BYTES)}
+    vocab["<pad>"] = 300  # ids 256..299 unused
+    vocab["▁literal"] = 301  # not byte-level: stands for its UTF-8
+    tok = ByteLevelBPETokenizer(vocab, [])
+    assert tok.vocab_size == 302
+    assert tok.token_type(260) == "unused" and tok.piece(260) == "" and tok.token_bytes(260) == b""
+    assert tok.token_type(301) == "user-defined" and tok.token_bytes(301) == "▁literal".encode()
+    assert tok.encode("▁") == list("▁".encode())  # literal pieces never take part in BPE
+
+
+def test_encode_contract_for_live_editing(monkeypatch):
+    # encode(t) == concatenation of encode_pretoken over pre_tokenize(prepare(t))
+    tok = load_tokenizer(data_file("hf", "qwen3", "tokenizer.json"))
+    for text in CORPUS + ["Cafe\u0301", "a\ud800b"]:
+        prepared = tok.prepare(text)
+        ids = [i for s, e in tok.pre_tokenize(prepared) for i in tok.encode_pretoken(prepared[s:e])]
+        assert ids == tok.encode(text), text
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return load_tokenizer(data_file("gpt2", "encoder.json"))
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(text=TEXT)
+def test_round_trip(gpt2, text):
+    ids = gpt2.encode(text)
+    assert gpt2.decode_bytes(ids) == text.encode()
+    assert gpt2.decode(ids) == text
+    prepared = gpt2.prepare(text)
+    spans = gpt2.pre_tokenize(prepared)
+    assert "".join(prepared[s:e] for s, e in spans) == prepared
+
+
+def test_decode_replaces_like_python(gpt2):
+    half = [gpt2.id_of("Ã"), gpt2.id_of("a")]  # a lone 0xC3 lead byte, then 'a'
+    assert gpt2.decode(half) == b"\xc3a".decode("utf-8", "replace") == "\ufffda"
+    with pytest.raises(IndexError):
+        gpt2.decode([50257])
+    with pytest.raises(IndexError):
+        gpt2.decode([-1])
+
+
+def test_surrogates_follow_tiktoken(gpt2):
+    assert replace_surrogates("a\ud800") == "a\ufffd"
+    assert gpt2.encode("a\ud800") == gpt2.encode("a\ufffd")
+    assert gpt2.encode("\ud83d\ude00") == gpt2.encode("😀")
+
+
+def test_small_cache_limit_changes_nothing(gpt2, monkeypatch):
+    text = "\n".join(CORPUS)
+    expected = gpt2.encode(text)
+    monkeypatch.setattr(bytelevel, "CACHE_LIMIT", 8)
+    gpt2.clear_cache()
+    assert gpt2.encode(text) == expected
+    assert gpt2.encode(text) == expected
+    assert len(gpt2._chunk_cache) <= max(8, len(set(text.split(" "))) + 1)
+
+
+def test_patterns_raw_and_sequences():
+    tok = _tiny(pattern=[r"\S+|\s+", r"[a-z]+|[^a-z]+"])
+    assert tok.pre_tokenize("ab1 c") == [(0, 2), (2, 3), (3, 4), (4, 5)]
+    assert _tiny(pattern=[]).pre_tokenize("a b") == [(0, 3)]
+    with pytest.raises(ValueError, match="normalizer"):
+        _tiny(normalizer="Lowercase")
+
+
+def test_prefix_space_and_normalizer():
+    tok = _tiny(add_prefix_space=True, normalizer="NFKC")
+    assert tok.prepare("the") == " the" and tok.prepare(" the") == " the" and tok.prepare("") == ""
+    assert tok.encode("the") == [258]
+    assert tok.prepare("ﬁ") == " fi"
+
+
+def test_added_tokens_and_types():
+    added = [AddedToken("<|s|>", 259, special=True), AddedToken("<x>", 262, special=False)]
+    tok = _tiny(added_tokens=added)
+    assert tok.vocab_size == 263
+    assert tok.encode("<|s|> the<x>", special=True) == [259, 258, 262]
+    assert tok.token_type(259) == "control" and tok.token_type(262) == "user-defined"
+    assert tok.token_type(260) == "unused" and tok.token_type(258) == "normal"
+    assert tok.piece(259) == "<|s|>" and tok.id_of("<x>") == 262
+    assert tok.token_score(259) is None
+
+
+def test_unknown_bytes_dropped_or_unk():
+    pieces = ["a", "b", "ab", "<unk>"]
+    assert ByteLevelBPETokenizer(pieces, ["a b"]).encode("abc") == [2]
+    assert ByteLevelBPETokenizer(pieces, ["a b"], unk_id=3).encode("abcc") == [2, 3, 3]
+    assert ByteLevelBPETokenizer(pieces, ["a b"], unk_id=3, fuse_unk=True).encode("abcc") == [2, 3]
