@@ -5,11 +5,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_EXAMPLES = int(os.environ.get("MAX_EXAMPLES", "100"))
+
+# Tests never write into the working directory: no example database in .hypothesis/.
+settings.register_profile("forma", database=None)
+settings.load_profile("forma")
 
 
 def _data_root() -> Path:
