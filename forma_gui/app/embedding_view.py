@@ -78,11 +78,15 @@ class EmbeddingPanel(QWidget):
         self.scale_plot = pg.PlotWidget()
         self.scale_plot.setObjectName("embeddingScales")
         self.scale_plot.setBackground("w")
-        self.scale_plot.setLabel("bottom", "block of the row")
-        self.scale_plot.setLabel("left", "d")
+        self.scale_plot.setLabel("bottom", "dimension (one bar per block)")
+        self.scale_plot.setLabel("left", "scale d")
         self.scale_plot.setMaximumHeight(150)
-        self.scale_bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#f6c177")
+        self.scale_plot.setXLink(self.plot)      # a bar sits under the values its block holds
+        for plot in (self.plot, self.scale_plot):
+            plot.getAxis("left").setWidth(52)    # equal axes keep the two x ranges aligned
+        self.scale_bars = pg.BarGraphItem(x=[], height=[], width=1, brush="#f6c177")
         self.scale_plot.addItem(self.scale_bars)
+        self.boundaries: list[pg.InfiniteLine] = []
         self.blocks_label = QLabel()
         self.blocks_label.setObjectName("embeddingBlocks")
         self.blocks_label.setWordWrap(True)
@@ -112,9 +116,20 @@ class EmbeddingPanel(QWidget):
         if self.source is not None and last is not None:
             self.show_token(last)
 
+    def _draw_boundaries(self, size: int, n_blocks: int) -> None:
+        """Faint lines on the row plot where one block ends and the next begins."""
+        for line in self.boundaries:
+            self.plot.removeItem(line)
+        pen = pg.mkPen((150, 150, 150, 110), style=Qt.PenStyle.DashLine)
+        self.boundaries = [pg.InfiniteLine(pos=b * size - 0.5, angle=90, pen=pen)
+                           for b in range(1, n_blocks)] if n_blocks <= 256 else []
+        for line in self.boundaries:
+            self.plot.addItem(line, ignoreBounds=True)
+
     def _clear(self) -> None:
         self.row = None
         self.curve.setData([], [])
+        self._draw_boundaries(1, 0)
         self.scale_bars.setOpts(x=[], height=[])
         self.blocks_label.clear()
         if self.session.weights is None:
@@ -160,10 +175,13 @@ class EmbeddingPanel(QWidget):
                  f"({row.byte_range[1] - row.byte_range[0]:,} B)" if row.byte_range else "")
         if not row.scales:
             self.scale_bars.setOpts(x=[], height=[])
+            self._draw_boundaries(1, 0)
             self.blocks_label.setText(f"{row.dtype} stores one value per element; {where}")
             return
         d = row.scales["d"]
-        self.scale_bars.setOpts(x=np.arange(d.size), height=d, width=0.8)
+        size = row.values.size // row.n_blocks
+        self.scale_bars.setOpts(x=(np.arange(d.size) + 0.5) * size, height=d, width=0.85 * size)
+        self._draw_boundaries(size, row.n_blocks)
         last = row.first_block + row.n_blocks - 1
         extra = "".join(f" · {k} {fmt_float(v.min())}…{fmt_float(v.max())}"
                         for k, v in row.scales.items() if k != "d" and v.dtype.kind == "f")

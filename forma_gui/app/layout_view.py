@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (QFormLayout, QFrame, QGridLayout, QHBoxLayout, QL
 
 from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import (JobProgress, TensorPicker, TensorSource,
-                                          dequantize_blocks, dequantize_range, export_button,
-                                          fmt_bytes, scaled, source_from_weights)
+                                          demo_source, dequantize_blocks, dequantize_range,
+                                          export_button, fmt_bytes, scaled, source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core.tensor import Layout
 
@@ -235,12 +235,13 @@ def value_stats(values: np.ndarray) -> Generator[float, None, tuple[dict[str, fl
     stats = {"count": n + nan + inf, "finite": n, "nan": nan, "inf": inf,
              "min": lo if n else math.nan, "max": hi if n else math.nan,
              "mean": mean if n else math.nan, "std": math.sqrt(m2 / n) if n else math.nan}
-    counts = np.zeros(HIST_BINS, dtype=np.int64)
-    edges = np.linspace(lo, hi if hi > lo else lo + 1, HIST_BINS + 1) if n else np.linspace(0, 1, HIST_BINS + 1)
+    bins = int(min(HIST_BINS, max(10, 2 * math.sqrt(n))))   # few values: fewer, fuller bins
+    counts = np.zeros(bins, dtype=np.int64)
+    edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1) if n else np.linspace(0, 1, bins + 1)
     for i in range(0, nr, rows_per) if n else ():
         yield 0.5 + 0.5 * i / nr
         x = _finite(np.ascontiguousarray(values[i:i + rows_per]).reshape(-1))[0]
-        counts += np.histogram(x, bins=HIST_BINS, range=(edges[0], edges[-1]))[0]
+        counts += np.histogram(x, bins=bins, range=(edges[0], edges[-1]))[0]
     return stats, counts, edges
 
 
@@ -304,7 +305,7 @@ class LayoutDiagram(QWidget):
     hovered = Signal(tuple)
 
     CELL_W, CELL_H = 54, 26
-    STRIP_W, STRIP_H, GAP_W, BAND_H = 46, 34, 30, 15
+    STRIP_W, STRIP_H, GAP_W, BAND_H = 46, 34, 38, 15
     MARGIN, HEADER_W = 10, 34
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -697,6 +698,7 @@ class LayoutView(QWidget):
         self.image_view.ui.histogram.setBackground("w")
         plot = self.image_view.getView()
         plot.invertY(True)
+        plot.setAspectLocked(False)   # a 49152 × 576 matrix would otherwise be a thin line
         plot.setLabel("left", "row i")
         plot.setLabel("bottom", "column j")
         self.image_view.setColorMap(pg.colormap.get("CET-D1"))
@@ -748,7 +750,7 @@ class LayoutView(QWidget):
         self.picker.set_names(names, labels)
         self.set_source(None)
         if weights is None:
-            self.header.setText("No weight file open: open a .gguf or .safetensors file.")
+            self.set_source(demo_source("Q4_0"))   # a new user sees a tensor at once
         elif self.session.tensor in names:
             self.show_tensor(self.session.tensor)
         else:
@@ -787,7 +789,8 @@ class LayoutView(QWidget):
         self.compute_values()
 
     def _header_text(self, s: TensorSource) -> str:
-        where = f"file bytes 0x{s.offset:X}–0x{s.offset + s.raw.nbytes:X}" if s.offset is not None else s.note
+        where = (f"file bytes 0x{s.offset:X}–0x{s.offset + s.raw.nbytes:X}" if s.offset is not None
+                 else f"<i>{s.note}</i>")
         packing = (f"blocks of {s.block_size} elements in {s.type_size} bytes"
                    if s.is_quantized else f"{s.type_size} bytes per element")
         return f"<b>{s.name}</b> · {s.dtype} · {fmt_bytes(s.raw.nbytes)} · {packing} · {where}"

@@ -218,17 +218,26 @@ class HexCells(QWidget):
     def set_block(self, raw: np.ndarray, fields: list[tuple[str, int, int, str]],
                   file_offset: int | None) -> None:
         self.raw, self.fields, self.file_offset = raw, fields, file_offset
-        self.per_line = 34 if raw.size <= 34 else 32
+        self._reflow(self.width())
+        self.update()
+
+    def _reflow(self, width: int) -> None:
+        """Cells per line from the width: a whole small block on one line, else multiples of 8."""
+        fit = max(8, (width - 2 * self.MARGIN) // self.CELL_W)
+        self.per_line = int(self.raw.size) if 0 < self.raw.size <= fit else fit // 8 * 8
         self.setMinimumHeight(self._height())
         self.updateGeometry()
-        self.update()
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        self._reflow(event.size().width())
+        super().resizeEvent(event)
 
     def _height(self) -> int:
         lines = max(1, math.ceil(self.raw.size / self.per_line))
         return self.MARGIN * 2 + lines * (self.CELL_H + self.LABEL_H + 4)
 
     def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(self.MARGIN * 2 + self.per_line * self.CELL_W, self._height())
+        return QSize(self.MARGIN * 2 + min(self.raw.size or 20, 24) * self.CELL_W, self._height())
 
     def _field_of(self, i: int) -> tuple[str, int, int, str] | None:
         return next((f for f in self.fields if f[1] <= i < f[2]), None)

@@ -40,6 +40,11 @@ def stop(qtbot, view) -> None:
 
 
 def select(qtbot, view, name):
+    """Select `name` and wait for its scales (the view opens a file on its first quantized tensor)."""
+    if view.source is not None and view.source.name == name:
+        view.session.select_tensor(name)
+        qtbot.waitUntil(lambda: view.result is not None, timeout=30000)
+        return
     with qtbot.waitSignal(view.scales_ready, timeout=30000):
         view.session.select_tensor(name)
 
@@ -143,3 +148,68 @@ def test_non_quantized_tensor_has_no_scales(qtbot, view):
     view.session.select_tensor("blk.0.attn_norm.weight")
     assert "not block-quantized" in view.header.text()
     assert not view.curve_items and view.open_block(0) is None
+
+
+def random_blocks(dtype: str, n_blocks: int, rng) -> np.ndarray:
+    """Random bytes for `n_blocks` blocks, with finite f16 scales where the format has them."""
+    from forma_gui.core.quant_layout import BLOCK_FIELDS, field_offsets
+
+    size = sum(f.nbytes for f in BLOCK_FIELDS[dtype])
+    raw = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+    for f in BLOCK_FIELDS[dtype]:
+        if f.kind == "f16":
+            a, b = field_offsets(dtype)[f.name]
+            raw[:, a:b] = rng.uniform(0.001, 0.1, n_blocks).astype("<f2").view(np.uint8).reshape(-1, 2)
+    return raw
+
+
+@pytest.fixture
+def k_view(qtbot, tmp_path):
+    rng = np.random.default_rng(7)
+    path = tmp_path / "k.gguf"
+    w = gguf.GGUFWriter(path, "test")
+    for name, dtype, rows, cols in (("k4", "Q4_K", 6, 512), ("q5", "Q5_0", 4, 64)):
+        bs, ts = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[dtype]]
+        raw = random_blocks(dtype, rows * cols // bs, rng).reshape(rows, cols // bs * ts)
+        w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=gguf.GGMLQuantizationType[dtype])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    session = Session()
+    session.set_weights(forma_gui.open_weights(path))
+    v = QuantView(session)
+    qtbot.addWidget(v, before_close_func=lambda w: stop(qtbot, w))
+    yield v
+    session.weights.close()
+
+
+def test_k_quant_sub_block_scales_and_microscope(qtbot, k_view):
+    select(qtbot, k_view, "k4")
+    raw = k_view.session.weights.raw("k4")
+    scales = quant.block_scales(raw, "Q4_K")
+    curves = {k: item.getData()[1] for k, item in k_view.curve_items.items()}
+    assert set(curves) == {"d", "dmin", "sub-block scales", "sub-block mins"}
+    assert np.array_equal(curves["d"], scales["d"]) and np.array_equal(curves["dmin"], scales["dmin"])
+    assert np.array_equal(curves["sub-block scales"],
+                          (scales["d"][:, None] * scales["scales"].astype(np.float32)).reshape(-1))
+    assert k_view.heat_image.image.shape == (6, 2)
+    k_view.open_block(5)
+    block = raw.reshape(-1, 144)[5]
+    expected = gguf.quants.dequantize(block[None], gguf.GGMLQuantizationType.Q4_K).reshape(-1)
+    model = k_view.microscope.values_model
+    shown = np.array([np.float32(model.index(i, 4).data()) for i in range(model.rowCount())])
+    assert shown.size == 256 and np.array_equal(shown, expected)
+
+
+def test_q5_nibbles_and_high_bits(qtbot, k_view):
+    select(qtbot, k_view, "q5")
+    k_view.open_block(3)
+    block = k_view.session.weights.raw("q5").reshape(-1, 22)[3]
+    qh = int.from_bytes(block[2:6].tobytes(), "little")
+    grid = k_view.microscope.nibbles.layout_
+    assert np.array_equal(grid.lo, block[6:22] & 15) and np.array_equal(grid.hi, block[6:22] >> 4)
+    assert [int(b) for b in grid.high_bits] == [(qh >> j) & 1 for j in range(32)]
+    expected = gguf.quants.dequantize(block[None], gguf.GGMLQuantizationType.Q5_0).reshape(-1)
+    model = k_view.microscope.values_model
+    assert [np.float32(model.index(i, 4).data()) for i in range(32)] == list(expected)
