@@ -313,14 +313,14 @@ def float_priority(score: float) -> int:
     return bits + 2**31 + 1 if bits >= 0 else -bits
 
 
-def merge_by_score(symbols: list, score_of: Callable[[Hashable], float | None], *,
+def merge_by_score(symbols: list, score_of: Callable[[Hashable, Hashable], float | None], *,
                    frozen: Sequence[bool] | None = None,
                    trace: list | None = None) -> tuple[list, dict]:
-    """Score-ordered merging of adjacent symbols (bpe_model.cc / llama.cpp's SPM session).
+    """Priority-ordered merging of adjacent symbols: sentencepiece's bpe_model.cc, llama.cpp's
+    SPM session and (with score = -rank) llama.cpp's BPE session.
 
-    Repeatedly merges the adjacent pair whose concatenation has the highest score
-    (`score_of` returns None for a concatenation that is not mergeable); ties go to the
-    leftmost pair. Returns the final symbols and ``rev_merge`` (merged -> (left, right), the
+    Repeatedly merges the adjacent pair with the highest ``score_of(left, right)`` (None:
+    the pair does not merge); ties go to the leftmost pair. Returns the final symbols and ``rev_merge`` (merged -> (left, right), the
     last pair that formed each merged symbol). With `trace`, appends (left, right, result,
     position) for every merge, position counted in the symbol list before the merge.
     """
@@ -339,7 +339,7 @@ def merge_by_score(symbols: list, score_of: Callable[[Hashable], float | None], 
         if left < 0 or right < 0 or frozen[left] or frozen[right]:
             return
         merged = syms[left] + syms[right]
-        score = score_of(merged)
+        score = score_of(syms[left], syms[right])
         if score is not None:
             heapq.heappush(heap, (-score, left, right, merged))
             rev_merge[merged] = (syms[left], syms[right])
@@ -649,7 +649,8 @@ class SentencePieceTokenizer(Tokenizer):
     def _bpe(self, normalized: bytes, tables: dict,
              trace: list | None = None) -> list[tuple[int, int]]:
         symbols, frozen = self._initial_symbols(normalized)
-        final, rev_merge = merge_by_score(symbols, tables["priority"].get, frozen=frozen,
+        priority = tables["priority"].get
+        final, rev_merge = merge_by_score(symbols, lambda a, b: priority(a + b), frozen=frozen,
                                           trace=trace)
         out: list[tuple[int, int]] = []
         for sym in final:

@@ -1,0 +1,397 @@
+"""The GGUF tokenizer families as llama.cpp runs them (llama-vocab.cpp sessions).
+
+* `LlamaBPETokenizer` (``gpt2``): the pre-tokenizer of `llama_pre` cuts each raw fragment
+  into words, each word is byte-level BPE'd. Words are encoded by forma's
+  `ByteLevelBPETokenizer` (HF's merge order, which is llama.cpp's: lowest rank, leftmost),
+  built on the first encode so that opening a file stays cheap. One llama.cpp behaviour
+  differs from HF's: a byte whose symbol is not in the vocabulary (SmolLM2 lacks 21) stays
+  in the symbol list as a barrier that nothing merges across, and is then dropped (its UTF-8
+  bytes looked up one by one as single-byte tokens, which byte-level vocabularies never
+  have). HF drops it first and lets its neighbours merge. Words holding such a byte go
+  through `llama_bpe_word`, a direct transcription of llm_tokenizer_bpe_session.
+* `LlamaSPMTokenizer` (``llama``): spaces -> ``▁`` (a space prepended after BOS or a special
+  token), then score-ordered merges over characters with the whole vocabulary as merge
+  table; a final symbol that is no token falls back to ``<0xNN>`` byte tokens.
+* `LlamaUGMTokenizer` (``t5``): llama.cpp's unigram: its own normalizer (charsmap, user-
+  defined prefixes, space handling), Viterbi in double precision with user-defined pieces
+  scored 0 and unknown characters ``min_score - 10``; runs of unknown tokens collapse.
+* WordPiece (``bert``) lives in `forma_gui.core.wordpiece`.
+"""
+from __future__ import annotations
+
+import threading
+
+from forma_gui.core.charsmap import CharsMap
+from forma_gui.core.llama_pre import LlamaPreTokenizer
+from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
+                                        LlamaTokenizeError, LlamaTokenizer, LlamaVocab,
+                                        char_spans)
+from forma_gui.core.sentencepiece import SPACE, f32, merge_by_score
+from forma_gui.core.tokenizer import MergeStep
+
+FLT_MAX = 3.4028234663852886e38
+
+
+def byte_token(vocab: LlamaVocab, byte: int) -> int:
+    """llama_vocab::byte_to_token for SPM/UGM: ``<0xNN>``, else the one-byte text."""
+    token = vocab.text_to_token(f"<0x{byte:02X}>")
+    if token is None:
+        token = vocab.text_to_token(bytes([byte]).decode("utf-8", "surrogateescape"))
+    if token is None:
+        raise LlamaTokenizeError(f"the vocabulary has no token for byte 0x{byte:02X} (neither "
+                                 f"<0x{byte:02X}> nor the byte itself); llama.cpp aborts here")
+    return token
+
+
+# ---- SPM ---------------------------------------------------------------------------------
+
+class LlamaSPMTokenizer(LlamaTokenizer):
+    """``tokenizer.ggml.model == "llama"``: llm_tokenizer_spm_session."""
+
+    kind = "SentencePiece BPE (llama.cpp)"
+    piece_style = "sentencepiece"
+
+    def _normal_bytes(self, token_id: int) -> bytes:
+        return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
+
+    def _score_table(self) -> list[float]:
+        scores = getattr(self, "_scores_list", None)
+        if scores is None:
+            raw = self.vocab.scores
+            scores = [0.0] * len(self.vocab) if raw is None else list(map(float, raw))
+            self._scores_list = scores
+        return scores
+
+    def _fragment_spans(self, text: str, start: int, end: int,
+                        after_special: bool) -> list[tuple[int, int, int]]:
+        prefix = 1 if self.vocab.flags.get("add_space_prefix") and after_special else 0
+        escaped = (" " * prefix + text[start:end]).replace(" ", SPACE)
+        ids, scores = self.vocab.token_to_id, self._score_table()
+
+        def score_of(left: str, right: str) -> float | None:
+            token = ids.get(left + right)
+            return None if token is None else scores[token]
+
+        final, _ = merge_by_score(list(escaped), score_of)
+        out: list[tuple[int, int, int]] = []
+        pos = 0
+        for sym in final:
+            b = start + max(0, pos - prefix)
+            e = start + max(0, pos + len(sym) - prefix)
+            token = ids.get(sym)
+            if token is not None:
+                out.append((token, b, e))
+            else:
+                out.extend((byte_token(self.vocab, x), b, e)
+                           for x in sym.encode("utf-8", "surrogatepass"))
+            pos += len(sym)
+        return out
+
+
+# ---- UGM ---------------------------------------------------------------------------------
+
+class LlamaUGMTokenizer(LlamaTokenizer):
+    """``tokenizer.ggml.model == "t5"``: llm_tokenizer_ugm_session."""
+
+    kind = "SentencePiece unigram (llama.cpp)"
+    piece_style = "sentencepiece"
+    UNK_PENALTY = 10.0
+
+    def __init__(self, vocab: LlamaVocab, charsmap: CharsMap | None = None, *, name: str = "",
+                 path: str | None = None) -> None:
+        super().__init__(vocab, name=name, path=path)
+        self.charsmap = charsmap if charsmap else None
+        self._tables: dict | None = None
+        self._lock = threading.Lock()
+
+    def _normal_bytes(self, token_id: int) -> bytes:
+        return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
+
+    def tables(self) -> dict:
+        """The token trie (as a prefix dict), the user-defined trie paths and the scores."""
+        with self._lock:
+            if self._tables is None:
+                self._tables = self._build_tables()
+            return self._tables
+
+    def _build_tables(self) -> dict:
+        vocab = self.vocab
+        prefixes: dict[bytes, int] = {}
+        user_paths: set[bytes] = set()
+        normal = []
+        for i, (text, attr) in enumerate(zip(vocab.tokens, vocab.attrs)):
+            key = text.encode("utf-8", "surrogateescape")
+            if attr & ATTR_NORMAL:
+                normal.append(f32(vocab.score(i)))
+            if attr & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED):
+                for k in range(1, len(key)):
+                    prefixes.setdefault(key[:k], -1)
+                prefixes[key] = i
+            if attr & ATTR_USER_DEFINED:
+                user_paths.update(key[:k] for k in range(1, len(key) + 1))
+        min_score = min(normal, default=FLT_MAX)
+        scores = [0.0 if a & ATTR_USER_DEFINED else vocab.score(i)
+                  for i, a in enumerate(vocab.attrs)]
+        return {"prefixes": prefixes, "user_paths": user_paths, "scores": scores,
+                "unk_score": f32(min_score - self.UNK_PENALTY),
+                "user_max": max(map(len, user_paths), default=0)}
+
+    def _fragment_spans(self, text: str, start: int, end: int,
+                        after_special: bool) -> list[tuple[int, int, int]]:
+        data = text[start:end].encode("utf-8", "surrogatepass")
+        normalized, n2o = self.normalize(data)
+        if not normalized:
+            return []
+        byte_spans = []
+        for token, b, e in self._viterbi(normalized):
+            ob = n2o[b]
+            oe = n2o[e] if e < len(n2o) else len(data)
+            byte_spans.append((token, ob, max(ob, oe)))
+        return char_spans(text, start, byte_spans, data)
+
+    def normalize(self, data: bytes) -> tuple[bytes, list[int]]:
+        """llm_tokenizer_ugm_session::normalize, with the input offset of every output byte."""
+        flags = self.vocab.flags
+        space = SPACE.encode() if flags.get("escape_whitespaces", True) else b" "
+        suffix = flags.get("treat_whitespace_as_suffix", False)
+        prepend = not suffix and flags.get("add_space_prefix", False)
+        merge = flags.get("remove_extra_whitespaces", False)
+        out, n2o = bytearray(), []
+        prepended = non_ws = False
+        pos = 0
+        while pos < len(data):
+            piece, consumed = self._normalize_prefix(data, pos)
+            for c in piece:
+                if c != 0x20:
+                    if not non_ws:
+                        non_ws = True
+                        if (prepend and not prepended) or merge:
+                            out += space
+                            n2o.extend([pos] * len(space))
+                            prepended = True
+                    out.append(c)
+                    n2o.append(pos)
+                else:
+                    non_ws = False
+                    if not merge:
+                        out += space
+                        n2o.extend([pos] * len(space))
+            pos += consumed
+        if suffix and flags.get("add_space_prefix", False):
+            out += space
+            n2o.extend([len(data)] * len(space))
+        return bytes(out), n2o
+
+    def _normalize_prefix(self, data: bytes, pos: int) -> tuple[bytes, int]:
+        tables = self.tables()
+        # the user-defined trie: llama.cpp returns the deepest path it can walk, key or not
+        length = 0
+        paths = tables["user_paths"]
+        for k in range(1, min(tables["user_max"], len(data) - pos) + 1):
+            if data[pos:pos + k] not in paths:
+                break
+            length = k
+        if length:
+            return data[pos:pos + length], length
+        if self.charsmap is not None:
+            length, replacement = self.charsmap.longest_prefix(data, pos)
+            if length:
+                return replacement, length
+        length = _lax_char_len(data, pos)
+        return (data[pos:pos + length], length) if length else ("\ufffd".encode(), 1)
+
+    def _viterbi(self, normalized: bytes) -> list[tuple[int, int, int]]:
+        """(id, normalized start, normalized end) of the best path, unknown runs collapsed."""
+        tables = self.tables()
+        prefixes, scores, unk_score = tables["prefixes"], tables["scores"], tables["unk_score"]
+        unk = self.vocab.specials.get("unk")
+        unk = -1 if unk is None else unk
+        n = len(normalized)
+        best = [-1.7976931348623157e308] * (n + 1)
+        best[0] = 0.0
+        start = [0] * (n + 1)
+        ids = [unk] * (n + 1)
+        i = 0
+        while i < n:
+            mblen = min(_utf8_len(normalized[i]), n - i)
+            base = best[i]
+            single = False
+            j = i + 1
+            while j <= n:
+                token = prefixes.get(normalized[i:j])
+                if token is None:
+                    break
+                if token >= 0:
+                    if j - i == mblen:
+                        single = True
+                    candidate = base + scores[token]
+                    if candidate > best[j]:
+                        best[j], start[j], ids[j] = candidate, i, token
+                j += 1
+            if not single:
+                candidate = base + unk_score
+                if candidate > best[i + mblen]:
+                    best[i + mblen], start[i + mblen], ids[i + mblen] = candidate, i, unk
+            i += mblen
+        out: list[tuple[int, int, int]] = []
+        end = n
+        while True:
+            token, s = ids[end], start[end]
+            if out and token == unk and out[-1][0] == unk:
+                out[-1] = (unk, s, out[-1][2])
+            else:
+                out.append((token, s, end))
+            if s == 0:
+                break
+            end = s
+        out.reverse()
+        return out
+
+
+def _utf8_len(lead: int) -> int:
+    """unicode_len_utf8: sequence length from the lead byte's high nibble."""
+    return (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4)[lead >> 4]
+
+
+def _lax_char_len(data: bytes, pos: int) -> int:
+    """unicode_cpt_from_utf8's length, or 0 where it throws (it checks the lead byte and the
+    continuation bytes, not overlongs or surrogates)."""
+    lead = data[pos]
+    if lead < 0x80:
+        return 1
+    if not lead & 0x40:
+        return 0
+    length = 2 if not lead & 0x20 else 3 if not lead & 0x10 else 4 if not lead & 0x08 else 0
+    if not length or pos + length > len(data):
+        return 0
+    if any(data[k] & 0xC0 != 0x80 for k in range(pos + 1, pos + length)):
+        return 0
+    return length
+
+
+# ---- BPE ---------------------------------------------------------------------------------
+
+def llama_bpe_word(word: str, rank_of: dict[str, int], vocab: LlamaVocab,
+                   ignore_merges: bool) -> list[tuple[int | None, int]]:
+    """One byte-level word through llm_tokenizer_bpe_session: (id or None, byte-level
+    characters covered) per final symbol; a None is a symbol no token spells, whose bytes
+    had no single-byte token either (llama.cpp outputs nothing for it)."""
+    ids = vocab.token_to_id
+    if ignore_merges and word in ids:
+        return [(ids[word], len(word))]
+
+    def score_of(left: str, right: str) -> float | None:
+        rank = rank_of.get(left + " " + right)
+        return None if rank is None else -rank
+
+    final, _ = merge_by_score(list(word), score_of)
+    out: list[tuple[int | None, int]] = []
+    for sym in final:
+        token = ids.get(sym)
+        if token is not None:
+            out.append((token, len(sym)))
+            continue
+        singles = [ids.get(bytes([b]).decode("utf-8", "surrogateescape"))
+                   for b in sym.encode("utf-8", "surrogatepass")]
+        found = [t for t in singles if t is not None]
+        out.extend((t, 0) for t in found)
+        out.append((None, len(sym)))
+    return out
+
+
+class LlamaBPETokenizer(LlamaTokenizer):
+    """``tokenizer.ggml.model == "gpt2"``: llm_tokenizer_bpe_session over `pre`'s words."""
+
+    kind = "byte-level BPE (llama.cpp)"
+    piece_style = "bytelevel"
+
+    def __init__(self, vocab: LlamaVocab, merges: list[str], pre: LlamaPreTokenizer, *,
+                 name: str = "", path: str | None = None) -> None:
+        super().__init__(vocab, name=name, path=path)
+        self.merges = merges
+        self.pre = pre
+        self._inner = None
+        self._ranks: dict[str, int] | None = None
+        self._missing: frozenset[str] | None = None
+        self._lock = threading.Lock()
+
+    def _normal_bytes(self, token_id: int) -> bytes:
+        from forma_gui.core.byte_map import unicode_str_to_bytes
+
+        text = self.vocab.tokens[token_id]
+        try:
+            return unicode_str_to_bytes(text)
+        except ValueError:  # llama_decode_text: characters outside the byte map
+            return _decode_text_lossy(text)
+
+    @property
+    def inner(self):
+        """The byte-level BPE encoder, built on first use (the merge table is the costly part)."""
+        with self._lock:
+            if self._inner is None:
+                from forma_gui.core.bytelevel import ByteLevelBPETokenizer
+
+                self._inner = ByteLevelBPETokenizer(
+                    self.vocab.tokens, self.merges, pattern=list(self.pre.patterns),
+                    ignore_merges=self.vocab.flags.get("ignore_merges", False), strict=False,
+                    name=self.name)
+                from forma_gui.core.byte_map import BYTE_TO_UNICODE
+
+                ids = self.vocab.token_to_id
+                self._missing = frozenset(c for c in BYTE_TO_UNICODE.values() if c not in ids)
+            return self._inner
+
+    def _rank_table(self) -> dict[str, int]:
+        """"left right" -> rank; the first listing wins, as std::unordered_map::emplace."""
+        if self._ranks is None:
+            self._ranks = dict(zip(reversed(self.merges), range(len(self.merges) - 1, -1, -1)))
+        return self._ranks
+
+    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return self.pre.split(text)
+
+    def _fragment_spans(self, text: str, start: int, end: int,
+                        after_special: bool) -> list[tuple[int, int, int]]:
+        from forma_gui.core.byte_map import bytes_to_unicode_str
+
+        inner = self.inner
+        fragment = text[start:end]
+        out: list[tuple[int, int, int]] = []
+        for ws, we in self.pre.split(fragment):
+            word = fragment[ws:we]
+            data = word.encode("utf-8", "surrogatepass")
+            encoded = bytes_to_unicode_str(data)
+            if self._missing and not self._missing.isdisjoint(encoded):
+                pieces = llama_bpe_word(encoded, self._rank_table(), self.vocab,
+                                        self.vocab.flags.get("ignore_merges", False))
+            else:
+                pieces = [(t, len(inner.token_bytes(t))) for t in inner.encode_pretoken(word)]
+            pos, byte_spans = 0, []
+            for token, size in pieces:
+                if token is not None:
+                    byte_spans.append((token, pos, pos + size))
+                pos += size
+            out.extend(char_spans(text, start + ws, byte_spans, data))
+        return out
+
+    def merge_steps(self, word: str) -> list[MergeStep]:
+        return self.inner.merge_steps(word)
+
+
+def _decode_text_lossy(text: str) -> bytes:
+    """llama_decode_text for a token with characters outside GPT-2's byte map."""
+    from forma_gui.core.byte_map import UNICODE_TO_BYTE
+
+    out = bytearray()
+    for ch in text:
+        b = UNICODE_TO_BYTE.get(ch)
+        if b is not None:
+            out.append(b)
+        else:
+            utf8 = ch.encode("utf-8", "surrogatepass")
+            out += b"[UNK_BYTE_0x" + utf8.hex().encode() + text.encode("utf-8", "surrogateescape") + b"]"
+    return bytes(out)
+
+
+__all__ = ["LlamaBPETokenizer", "LlamaSPMTokenizer", "LlamaUGMTokenizer", "byte_token",
+           "llama_bpe_word"]

@@ -1,0 +1,166 @@
+"""WordPiece (BERT) as llama.cpp runs it for GGUF ``tokenizer.ggml.model == "bert"``
+(llama-vocab.cpp ``llm_tokenizer_wpm_session``).
+
+llama.cpp's converter stores BERT's vocabulary with word-start pieces prefixed by ``▁`` and
+``##`` continuation pieces stripped (``##ing`` -> ``ing``). Tokenizing:
+
+1. `preprocess` splits the text into words: optional accent stripping maps every character
+   to the FIRST character of its NFD form (so ``é`` -> ``e``, and a Hangul syllable -> its
+   leading jamo, as llama.cpp's one-codepoint NFD table does) and drops combining marks;
+   whitespace ends a word; NUL, U+FFFD and control characters vanish; punctuation, ASCII
+   symbols and CJK ideographs become one-character words; lowercasing maps each character to
+   the first character of its lowercase form.
+2. Each word, with ``▁`` prepended, is cut greedily into the longest vocabulary entries
+   (byte-wise, at most the longest token's length); a word with any position that matches
+   nothing becomes a single ``[UNK]``.
+
+Character classes come from Python's `unicodedata` with llama.cpp's mapping (general
+category N/L/Z/M/P/S, C* except Cn = control); code points assigned after the Unicode version
+of the running Python are treated as unassigned.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+from forma_gui.core.llama_vocab import LlamaTokenizer, LlamaVocab
+from forma_gui.core.sentencepiece import SPACE
+
+#: unicode-data.cpp unicode_set_whitespace
+WHITESPACE = frozenset([9, 10, 11, 12, 13, 32, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
+                        0x2028, 0x2029, 0x202F, 0x205F, 0x3000])
+#: llm_tokenizer_wpm_session::is_chinese_char (0x2B920 as in HF's Rust code)
+CHINESE_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+                  (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+CONTROL_CATEGORIES = frozenset(("Cc", "Cf", "Co", "Cs"))
+
+
+def is_chinese_char(cp: int) -> bool:
+    """Whether BERT treats the code point as a CJK ideograph.
+
+    >>> is_chinese_char(ord("中")), is_chinese_char(ord("a"))
+    (True, False)
+    """
+    return any(lo <= cp <= hi for lo, hi in CHINESE_RANGES)
+
+
+def first_nfd(ch: str) -> str:
+    """llama.cpp's NFD: the first code point of the decomposition.
+
+    >>> first_nfd("é"), first_nfd("한")
+    ('e', 'ᄒ')
+    """
+    return unicodedata.normalize("NFD", ch)[0] if not ch.isascii() else ch
+
+
+def first_lower(ch: str) -> str:
+    """unicode_tolower: the first code point of the lowercase form (İ -> i).
+
+    >>> first_lower("İ"), first_lower("A")
+    ('i', 'a')
+    """
+    return ch.lower()[0]
+
+
+def preprocess(text: str, *, lowercase: bool = True,
+               strip_accents: bool = True) -> list[tuple[str, list[int]]]:
+    """Words, each with the index in `text` of every character it kept.
+
+    >>> [w for w, _ in preprocess("Héllo, WORLD!  中文")]
+    ['hello', ',', 'world', '!', '中', '文']
+    """
+    words: list[tuple[str, list[int]]] = []
+    chars: list[str] = []
+    where: list[int] = []
+
+    def finish() -> None:
+        if chars:
+            words.append(("".join(chars), list(where)))
+            chars.clear()
+            where.clear()
+
+    for index, ch in enumerate(text):
+        if strip_accents:
+            ch = first_nfd(ch)
+        cp = ord(ch)
+        if cp in WHITESPACE:
+            finish()
+            continue
+        category = unicodedata.category(ch)
+        if cp == 0 or cp == 0xFFFD or category in CONTROL_CATEGORIES:
+            continue
+        if strip_accents and category[0] == "M":
+            continue
+        out = first_lower(ch) if lowercase else ch
+        if category[0] == "P" or (cp < 0x7F and category[0] == "S") or is_chinese_char(cp):
+            finish()
+            words.append((out, [index]))
+        else:
+            chars.append(out)
+            where.append(index)
+    finish()
+    return words
+
+
+class WordPieceTokenizer(LlamaTokenizer):
+    """``tokenizer.ggml.model == "bert"``: greedy longest-match WordPiece.
+
+    Pieces are stored as llama.cpp converts them (``▁word`` starts a word, ``ing``
+    continues one), so they render like SentencePiece pieces.
+    """
+
+    kind = "WordPiece (llama.cpp)"
+    piece_style = "sentencepiece"
+
+    def __init__(self, vocab: LlamaVocab, *, name: str = "", path: str | None = None) -> None:
+        super().__init__(vocab, name=name, path=path)
+        self._bytes_to_id: dict[bytes, int] | None = None
+        self._max_len = 0
+
+    def _normal_bytes(self, token_id: int) -> bytes:
+        return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
+
+    def _table(self) -> dict[bytes, int]:
+        if self._bytes_to_id is None:
+            keys = [t.encode("utf-8", "surrogateescape") for t in self.vocab.tokens]
+            self._max_len = max(map(len, keys), default=0)
+            self._bytes_to_id = dict(zip(keys, range(len(keys))))
+        return self._bytes_to_id
+
+    def _fragment_spans(self, text: str, start: int, end: int,
+                        after_special: bool) -> list[tuple[int, int, int]]:
+        flags = self.vocab.flags
+        out: list[tuple[int, int, int]] = []
+        words = preprocess(text[start:end], lowercase=flags.get("lowercase", True),
+                           strip_accents=flags.get("strip_accents", True))
+        for word, where in words:
+            out.extend(self._word_spans(word, [start + i for i in where]))
+        return out
+
+    def _word_spans(self, word: str, where: list[int]) -> list[tuple[int, int, int]]:
+        """Greedy longest match over ``▁`` + word; [UNK] over the whole word if it fails."""
+        table = self._table()
+        data = (SPACE + word).encode("utf-8", "surrogatepass")
+        n, i = len(data), 0
+        byte_spans: list[tuple[int, int, int]] = []
+        while i < n:
+            for j in range(min(n, i + self._max_len + 1), i, -1):
+                token = table.get(data[i:j])
+                if token is not None:
+                    byte_spans.append((token, i, j))
+                    i = j
+                    break
+            else:
+                unk = self.vocab.specials.get("unk")
+                return [] if unk is None else [(unk, where[0], where[-1] + 1)]
+        # map bytes of "▁" + word back to the original characters (▁ is the 3 prefix bytes)
+        offsets = [0, 0, 0]
+        for k, ch in enumerate(word):
+            offsets.extend([k] * len(ch.encode("utf-8", "surrogatepass")))
+        out = []
+        for token, b, e in byte_spans:
+            cs, ce = offsets[b], offsets[e - 1] + 1
+            out.append((token, where[cs], where[ce - 1] + 1))
+        return out
+
+
+__all__ = ["WordPieceTokenizer", "preprocess"]
