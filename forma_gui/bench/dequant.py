@@ -87,10 +87,8 @@ def _real(dtype: str) -> tuple[Tensors, str] | None:
         return None
     from forma_gui.formats.weights import open_weights
 
-    weights = open_weights(path)                 # stays open: the views map the file
-    raws = [np.asarray(weights.raw(t.name)) for t in weights.tensors if t.dtype == dtype]
-    for raw in raws:
-        raw.sum()                                # page the file in before timing
+    with open_weights(path) as weights:   # copied out: timing must not include disk reads
+        raws = [np.array(weights.raw(t.name)) for t in weights.tensors if t.dtype == dtype]
     return raws, f"SmolLM2 GGUF, {len(raws)} tensor{'s' if len(raws) > 1 else ''}"
 
 
