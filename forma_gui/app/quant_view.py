@@ -726,7 +726,8 @@ class RequantizePanel(QWidget):
         self.result = result
         self.source_label.setText(f"{result.label}: {result.n_values:,} values, each format "
                                   "quantizes the same float32 values (ggml reference rounding).")
-        self.model.set_rows(result.rows)
+        stored = self.source.dtype if self.source is not None else ""
+        self.model.set_rows([(f"{r[0]} (stored)" if r[0] == stored else r[0], *r[1:]) for r in result.rows])
         for fmt, counts in result.counts.items():
             self.curves[fmt].setData(result.edges, counts)
         self.plots[REQUANT_FORMATS[0]].setXRange(result.edges[0], result.edges[-1], padding=0.02)

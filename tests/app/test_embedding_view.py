@@ -59,16 +59,18 @@ def test_out_of_range_and_no_weights(qtbot, smol_path):
 def test_selecting_a_token_in_the_tokenize_view(qtbot, smol_path, embeddings):
     from forma_gui.app.tokenize_view import TokenizeView
 
-    pytest.importorskip("forma_gui.formats.gguf_tokenizer")   # GGUF vocabularies: another issue
     session = Session()
     session.set_tokenizer(forma_gui.load_tokenizer(smol_path))
     session.set_weights(forma_gui.open_weights(smol_path))
     view = TokenizeView(session)
     qtbot.addWidget(view)
+    view.editor.setPlainText("Hello world, tokens meet weights")
+    expected_ids = session.tokenizer.encode("Hello world, tokens meet weights")
+    qtbot.waitUntil(lambda: [t.id for t in view.tokens] == expected_ids, timeout=10000)
+    view.select_index(1)                    # " world": what a click on the token does
+    token_id = view.tokens[1].id
     qtbot.waitUntil(lambda: view.findChild(EmbeddingPanel, "embeddingPanel") is not None, timeout=5000)
-    token_id = session.tokenizer.encode(" world")[0]
-    session.select_token(token_id)
     panel = view.findChild(EmbeddingPanel, "embeddingPanel")
     qtbot.waitUntil(lambda: panel.row is not None and panel.row.token_id == token_id, timeout=5000)
     assert np.array_equal(panel.row.values, embeddings[token_id])
-    session.set_weights(None)
+    assert np.array_equal(panel.curve.getData()[1], embeddings[token_id])
