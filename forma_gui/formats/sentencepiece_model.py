@@ -11,9 +11,9 @@ Field numbers from sentencepiece_model.proto (sentencepiece 0.2)::
 The checks sentencepiece makes when it loads a model (model_interface.cc
 ``InitializePieces``) are made here too, so a file the library refuses is refused here with
 a FormatError naming the offset: empty or duplicate pieces, no (or two) UNKNOWN pieces,
-BYTE pieces without ``byte_fallback`` or not spelled ``<0xNN>``. This reader is stricter
-than protobuf in one way: a known field with the wrong wire type, or a piece type outside
-the enum, is an error rather than an unknown field.
+BYTE pieces without ``byte_fallback`` or not spelled ``<0xNN>``. Like protobuf, an enum value
+outside the enum leaves the field at its default; unlike protobuf, a known field with the
+wrong wire type is an error rather than an unknown field.
 """
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ from forma_gui.formats.protobuf_wire import (I32, LEN, SGROUP, VARINT, Field, as
 #: TrainerSpec.ModelType -> algorithm name
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 
-#: field number -> (name, kind, default); kinds: int32, bool, float, text
+#: field number -> (name, kind, default); kinds: int32, enum, bool, float, text
 TRAINER_FIELDS: dict[int, tuple[str, str, Any]] = {
-    3: ("model_type", "int32", 1),
+    3: ("model_type", "enum", 1),
     4: ("vocab_size", "int32", 8000),
     24: ("treat_whitespace_as_suffix", "bool", False),
     26: ("allow_whitespace_only_pieces", "bool", False),
@@ -66,7 +66,8 @@ NORMALIZER_FIELDS: dict[int, tuple[str, str, Any]] = {
     6: ("normalization_rule_tsv", "text", ""),
 }
 #: the wire type each kind must arrive with
-KIND_WIRE = {"int32": VARINT, "bool": VARINT, "float": I32, "text": LEN, "bytes": LEN}
+KIND_WIRE = {"int32": VARINT, "enum": VARINT, "bool": VARINT, "float": I32, "text": LEN,
+             "bytes": LEN}
 WIRE_NAMES = {0: "VARINT", 1: "I64", 2: "LEN", 5: "I32"}
 _F32 = struct.Struct("<f")
 
@@ -149,19 +150,20 @@ def _decode_pieces(model: ModelProto, data: bytes, bodies: array,
     odd = list(model.pieces)  # bodies of pieces found by the generic path, in order
     table = np.frombuffer(bodies, dtype=np.int64).reshape(-1, 3)
     body, stop = table[:, 1], table[:, 2]
-    arr = np.frombuffer(data + bytes(8), dtype=np.uint8)  # padded: reads never go past
+    arr = np.frombuffer(data + bytes(8), dtype=np.uint8)  # padded: clipped reads stay inside
+    end = len(data)
     safe = np.where(body >= 0, body, 0)
     plen = arr[safe + 1].astype(np.int64)
     score_at = safe + 2 + plen
+    at = np.minimum(score_at, end)
     fast = ((body >= 0) & (arr[safe] == 0x0A) & (plen < 0x80) & (plen > 0)
-            & (score_at + 5 <= stop) & (arr[np.minimum(score_at, len(data))] == 0x15))
-    tail = np.minimum(score_at + 5, len(data))
-    kind = np.where(score_at + 5 == stop, 1, arr[tail + 1])
-    fast &= (score_at + 5 == stop) | ((score_at + 7 == stop) & (arr[tail] == 0x18)
+            & (score_at + 5 <= stop) & (arr[at] == 0x15))
+    kind = np.where(score_at + 5 == stop, 1, arr[np.minimum(at + 5, end)])
+    fast &= (score_at + 5 == stop) | ((score_at + 7 == stop) & (arr[np.minimum(at + 4, end)] == 0x18)
                                        & (kind >= 1) & (kind <= 6))
-    scores = arr[score_at[:, None] + np.arange(1, 5)].copy().view("<f4").ravel()
+    scores = arr[at[:, None] + np.arange(1, 5)].copy().view("<f4").ravel()
     model.pieces = [data[b:e].decode("utf-8", "surrogateescape") if ok else ""
-                    for b, e, ok in zip((safe + 2).tolist(), (score_at).tolist(), fast.tolist())]
+                    for b, e, ok in zip((safe + 2).tolist(), at.tolist(), fast.tolist())]
     model.scores = scores.astype(np.float32)
     model.types = bytearray(kind.astype(np.uint8).tobytes())
     for i in np.flatnonzero(~fast).tolist():
@@ -193,10 +195,9 @@ def _parse_piece(raw: bytes, index: int, offset: int, path: str | None) -> tuple
             score = as_float(g.value)
         elif g.number == 3:
             _expect_wire(g, VARINT, ("SentencePiece", 3), path)
-            kind = as_int32(g.value)
-            if kind not in PIECE_TYPES:
-                raise FormatError(f"piece {index}: unknown piece type {kind} (expected 1..6)",
-                                  path=path, offset=g.offset)
+            value = as_int32(g.value)
+            if value in PIECE_TYPES:  # proto2 closed enum: an unknown value leaves the default
+                kind = value
     if not piece:
         raise FormatError(f"piece {index} is empty (sentencepiece refuses empty pieces)",
                           path=path, offset=offset)
@@ -212,11 +213,13 @@ def _merge(target: dict[str, Any], f: Field, table: dict[int, tuple[str, str, An
             continue
         name, kind, _ = spec
         _expect_wire(g, KIND_WIRE[kind], (what, g.number), path)
+        if kind == "enum" and as_int32(g.value) not in MODEL_TYPES:
+            continue  # proto2 closed enum: an unknown value leaves the field unset
         target[name] = _convert(g.value, kind)
 
 
 def _convert(raw: int | bytes, kind: str) -> Any:
-    if kind == "int32":
+    if kind in ("int32", "enum"):
         return as_int32(raw)
     if kind == "bool":
         return bool(raw)
