@@ -24,7 +24,8 @@ from PySide6.QtWidgets import (QFormLayout, QFrame, QGridLayout, QHBoxLayout, QL
 from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import (JobProgress, TensorPicker, TensorSource,
                                           demo_source, dequantize_blocks, dequantize_range,
-                                          export_button, fmt_bytes, scaled, source_from_weights)
+                                          ensure_selection, export_button, fmt_bytes, scaled,
+                                          source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core.tensor import Layout
 
@@ -755,6 +756,7 @@ class LayoutView(QWidget):
             self.show_tensor(self.session.tensor)
         else:
             self.header.setText(f"{len(names)} tensors: pick one.")
+            ensure_selection(self.session)
 
     def show_tensor(self, name: str) -> None:
         """Show tensor `name` of the open weight file (also called on `tensor_selected`)."""

@@ -741,6 +741,8 @@ class ModelView(QWidget):
         self.tensorTree.resizeColumnToContents(0)
         self.summary.setText(self._summary(weights, tensors))
         self._update_count()
+        if self.session.tensor:
+            self._select_in_table(self.session.tensor)
 
     def _summary(self, weights: Any, tensors: list) -> str:
         if weights is None:

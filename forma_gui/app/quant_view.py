@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, Q
 from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import (CopyableTableView, JobProgress, TensorPicker,
                                           TensorSource, demo_source, dequantize_range,
-                                          export_button, fmt_float, scaled, source_from_weights)
+                                          ensure_selection, export_button, fmt_float, scaled,
+                                          source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core import quant
 from forma_gui.core.ggml_types import GGML_TYPES, bits_per_weight
@@ -746,6 +747,7 @@ class QuantView(QWidget):
         self.setObjectName("quantView")
         self.session = session
         self.source: TensorSource | None = None
+        self._weights: Any = None            # the WeightFile `source` came from
         self.result: ScaleResult | None = None
         self.block: int | None = None
         self.curve_items: dict[str, pg.PlotDataItem] = {}
@@ -869,7 +871,7 @@ class QuantView(QWidget):
 
     # -- session
     def _weights_changed(self, weights: Any) -> None:
-        self.runner.cancel()
+        self.set_source(None)
         if weights is None:
             self.picker.set_names(["demo"])
             self.picker.set_current("demo")
@@ -877,13 +879,10 @@ class QuantView(QWidget):
             return
         tensors = list(weights.tensors)
         self.picker.set_names([t.name for t in tensors], [f"{t.dtype} {tuple(t.shape)}" for t in tensors])
-        name = self.session.tensor or next(
-            (t.name for t in tensors if t.dtype in GGML_TYPES and GGML_TYPES[t.dtype].block_size > 1),
-            tensors[0].name if tensors else None)
-        if name:
-            self.show_tensor(name)
+        if self.session.tensor:
+            self.show_tensor(self.session.tensor)
         else:
-            self.set_source(None)
+            ensure_selection(self.session)   # every tensor view follows through tensor_selected
 
     def _picked(self, name: str) -> None:
         if self.session.weights is None:
@@ -896,8 +895,8 @@ class QuantView(QWidget):
         weights = self.session.weights
         if weights is None or not name:
             return
-        if self.source is not None and self.source.name == name and self.source.offset is not None:
-            return
+        if self.source is not None and self.source.name == name and self._weights is weights:
+            return                      # already shown (e.g. selected again from another view)
         try:
             source = source_from_weights(weights, name)
         except (KeyError, ValueError) as e:
@@ -905,9 +904,11 @@ class QuantView(QWidget):
             return
         self.picker.set_current(name)
         self.set_source(source)
+        self._weights = weights
 
     def set_source(self, source: TensorSource | None) -> None:
         """Show any tensor source (a file tensor or the demo)."""
+        self._weights = None
         self.runner.cancel()
         self.source, self.result, self.block = source, None, None
         self._clear_plots()

@@ -120,6 +120,30 @@ def source_from_weights(weights: Any, name: str) -> TensorSource:
                         int(info.offset))
 
 
+def default_tensor(weights: Any) -> str | None:
+    """The tensor a view opens on when nothing is selected: the first block-quantized matrix.
+
+    Token embeddings come last in that choice: they are the largest tensor of small models.
+    """
+    tensors = list(weights.tensors)
+
+    def rank(t: Any) -> tuple[int, int]:
+        t_type = GGML_TYPES.get(t.dtype)
+        quantized = t_type is not None and t_type.block_size > 1
+        embedding = any(t.name.endswith(s) for s in EMBEDDING_SUFFIXES)
+        return (0 if quantized and len(t.shape) == 2 and not embedding else
+                1 if len(t.shape) == 2 else 2, 0)
+    return min(tensors, key=rank).name if tensors else None
+
+
+def ensure_selection(session: Any) -> None:
+    """Select `default_tensor` when a weight file is open and no tensor is selected yet."""
+    if session.weights is not None and not session.tensor:
+        name = default_tensor(session.weights)
+        if name:
+            session.select_tensor(name)
+
+
 def find_embedding_name(weights: Any) -> str | None:
     """Name of the token-embedding tensor (GGUF, HF or GPT-2 naming), or None."""
     names = [t.name for t in weights.tensors]
