@@ -1,0 +1,278 @@
+"""SentencePiece encoding, decoding and alignment against the `sentencepiece` library.
+
+The oracle is the library itself: the three real models, plus models trained here on
+botchan.txt for the options those lack (user-defined pieces, whitespace as suffix, WORD and
+CHAR models) and protobuf edits of them (UNUSED pieces, no space escaping, a denormalizer,
+no UNKNOWN piece under byte fallback).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+import sentencepiece as spm
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sentencepiece import sentencepiece_model_pb2 as pb
+
+from forma_gui.core.sentencepiece import (Normalizer, SentencePieceTokenizer,
+                                          decode_utf8_per_byte, float_priority, tile_spans)
+from forma_gui.formats.sentencepiece_model import load_sentencepiece
+from tests.conftest import MAX_EXAMPLES, data_file
+
+MODELS = ["botchan_en_bpe_1000.model", "botchan_en_unigram_1000.model",
+          "mistral_instruct_tokenizer_240323.model.v3"]
+
+CORPUS = [
+    "", " ", "   ", "a", "Hello world", "  leading and trailing  ", "multiple   spaces\there",
+    "tab\tnew\nline\r\nend", "I'm here, aren't I? Yes!", "1234567 89 3.14159",
+    "日本語のテキスト", "中文 한국어", "Привет, мир", "emoji 😀👍🏽 ok 🦙.cpp",
+    "ｆｕｌｌwidth ＡＢＣ ﬁ ligature ﬂ", "① ² ½ ™", "e\u0301 combining", "\u200b\u200d\ufeff",
+    "ctrl\x00\x01\x7f chars", "unknown ß þ ∑ ð", "€", "▁already ▁▁", "\u3000ideographic space",
+    "[INST] hi [/INST] [REFERENCE_DOC_3]", "<s> </s> <unk> <0x41>", "x" * 200,
+    "The quick brown fox jumps over the lazy dog. " * 4,
+]
+
+
+def _lib(path) -> spm.SentencePieceProcessor:
+    return spm.SentencePieceProcessor(model_file=str(path))
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def pair(request):
+    path = data_file("sentencepiece", request.param)
+    return load_sentencepiece(path), _lib(path)
+
+
+def test_corpus_ids_and_decode_equal_library(pair):
+    tok, lib = pair
+    for text in CORPUS:
+        ids = lib.encode(text)
+        assert tok.encode(text) == ids, text
+        assert tok.decode(ids) == lib.decode(ids), text
+
+
+@given(st.text())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_hypothesis_ids_and_decode_equal_library(text):
+    for name in MODELS:
+        path = data_file("sentencepiece", name)
+        tok, lib = _cached(path)
+        ids = lib.encode(text)
+        assert tok.encode(text) == ids
+        assert tok.decode(ids) == lib.decode(ids)
+
+
+_CACHE: dict = {}
+
+
+def _cached(path):
+    if path not in _CACHE:
+        _CACHE[path] = (load_sentencepiece(path), _lib(path))
+    return _CACHE[path]
+
+
+def test_long_text_unigram_score_rebase():
+    """Thousands of pieces push the float32 path score past 1e5, where the C++ rebases."""
+    path = data_file("sentencepiece", MODELS[1])
+    tok, lib = _cached(path)
+    text = data_file("sentencepiece", "botchan.txt").read_text(encoding="utf-8")[:40000]
+    ids = lib.encode(text)
+    assert len(ids) > 12000
+    assert tok.encode(text) == ids
+
+
+# ---- trained models and protobuf edits ---------------------------------------------------
+
+TRAIN = {
+    "unigram_user": dict(model_type="unigram", vocab_size=700, byte_fallback=True,
+                         user_defined_symbols=["<ud>", "foo", "ba r"]),
+    "bpe_suffix": dict(model_type="bpe", vocab_size=300, treat_whitespace_as_suffix=True,
+                       user_defined_symbols=["<ud>", "xyz"]),
+    "unigram_nfkc_cf": dict(model_type="unigram", vocab_size=300, add_dummy_prefix=False,
+                            remove_extra_whitespaces=False, normalization_rule_name="nfkc_cf"),
+    "bpe_identity": dict(model_type="bpe", vocab_size=700, byte_fallback=True, split_digits=True,
+                         normalization_rule_name="identity", remove_extra_whitespaces=False),
+    "word": dict(model_type="word", vocab_size=500),
+    "char": dict(model_type="char", vocab_size=100, user_defined_symbols=["ab"]),
+}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("spm")
+    text = data_file("sentencepiece", "botchan.txt")
+    out = {}
+    for name, config in TRAIN.items():
+        spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(folder / name),
+                                       input_sentence_size=2000, shuffle_input_sentence=False,
+                                       minloglevel=2, **config)
+        out[name] = folder / f"{name}.model"
+    return out
+
+
+def _variants(path, seed: int):
+    """The model, and protobuf edits of it the library still loads."""
+    rng = random.Random(seed)
+    base = pb.ModelProto()
+    base.ParseFromString(path.read_bytes())
+    yield "as trained", base
+    unused = pb.ModelProto()
+    unused.CopyFrom(base)
+    for piece in unused.pieces:
+        if piece.type == 1 and rng.random() < 0.1:
+            piece.type = 5
+    yield "unused pieces", unused
+    plain = pb.ModelProto()
+    plain.CopyFrom(base)
+    plain.normalizer_spec.escape_whitespaces = False
+    plain.normalizer_spec.add_dummy_prefix = not base.normalizer_spec.add_dummy_prefix
+    yield "no escaping, prefix flipped", plain
+    denorm = pb.ModelProto()
+    denorm.CopyFrom(base)
+    nfkc = pb.ModelProto()
+    nfkc.ParseFromString(data_file("sentencepiece", MODELS[1]).read_bytes())
+    denorm.denormalizer_spec.CopyFrom(nfkc.normalizer_spec)
+    denorm.trainer_spec.treat_whitespace_as_suffix = not base.trainer_spec.treat_whitespace_as_suffix
+    yield "denormalizer, suffix flipped", denorm
+    if base.trainer_spec.byte_fallback:
+        no_unk = pb.ModelProto()
+        no_unk.CopyFrom(base)
+        for piece in no_unk.pieces:
+            if piece.type == 2:
+                piece.type = 1
+        yield "no unknown piece", no_unk
+
+
+ALPHABET = (list("abcdefghijklmnopqrstuvwxyz ABCXYZ  \t\n.,!?'\"-0123456789")
+            + list("ｆｕｌｌﬁﬂ①²½é\u0301ñßþ∑€日本語中文한국어Привет😀👍🏽\u200b\ufeff\x00\x7f\xa0\u3000▁<>")
+            + ["foo", "ba r", "<ud>", "xyz", "the", "ing", "ab", "  ", "<s>"])
+
+
+@pytest.mark.parametrize("name", sorted(TRAIN))
+def test_trained_models_and_edits_equal_library(trained, tmp_path, name):
+    rng = random.Random(name)
+    texts = CORPUS + ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 25)))
+                      for _ in range(150)]
+    for label, proto in _variants(trained[name], len(name)):
+        path = tmp_path / f"{name}.model"
+        path.write_bytes(proto.SerializeToString())
+        tok, lib = load_sentencepiece(path), _lib(path)
+        for text in texts:
+            ids = lib.encode(text)
+            assert tok.encode(text) == ids, (label, text)
+            assert tok.decode(ids) == lib.decode(ids), (label, text)
+
+
+# ---- decoding, alignment, helpers ----------------------------------------------------------
+
+def test_byte_fallback_pieces_join_across_tokens():
+    tok, lib = _cached(data_file("sentencepiece", MODELS[2]))
+    ids = [tok.id_of(p) for p in ("<0xE2>", "<0x82>", "<0xAC>")]
+    assert tok.decode(ids) == "€" == lib.decode(ids)
+    rare = "\U0001d518"  # 𝔘 has no piece: four byte pieces after "▁"
+    expected = [tok.id_of(f"<0x{b:02X}>") for b in rare.encode("utf-8")]
+    assert tok.encode(rare)[-4:] == expected == lib.encode(rare)[-4:]
+    assert tok.decode(tok.encode(rare)) == rare
+    # a truncated character: one U+FFFD per byte, as the library
+    assert tok.decode(ids[:2] + [tok.id_of("▁a")]) == lib.decode(ids[:2] + [tok.id_of("▁a")])
+    assert decode_utf8_per_byte(b"\xe2\x82x") == "\ufffd\ufffdx"
+
+
+def _char_offsets(text: str, normalized: bytes, n2o: list[int]) -> list[int]:
+    """Our byte alignment as the library's with_offsets reports it: per normalized char."""
+    data = text.encode("utf-8")
+    to_char = [0] * (len(data) + 1)
+    pos = 0
+    for i, ch in enumerate(text):
+        for _ in ch.encode("utf-8"):
+            to_char[pos] = i
+            pos += 1
+    to_char[len(data)] = len(text)
+    out, b = [], 0
+    for ch in normalized.decode("utf-8"):
+        out.append(to_char[n2o[b]])
+        b += len(ch.encode("utf-8"))
+    return out + [to_char[n2o[-1]]]
+
+
+@pytest.mark.parametrize("name", MODELS[:2])
+def test_normalizer_alignment_equals_library(name):
+    path = data_file("sentencepiece", name)
+    tok = load_sentencepiece(path)
+    lib = spm.SentencePieceNormalizer(model_file=str(path))
+    for text in CORPUS[1:]:
+        if "\x00" in text:
+            continue
+        expected_text, expected_offsets = lib.normalize(text, with_offsets=True)
+        normalized, n2o = tok.normalizer.normalize(text.encode("utf-8"))
+        if not normalized:  # the C++ leaves no alignment at all for an empty result
+            assert expected_text == ""
+            continue
+        assert normalized.decode("utf-8") == expected_text, text
+        assert _char_offsets(text, normalized, n2o) == list(expected_offsets), text
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_segments_tile_the_input(name):
+    tok, _ = _cached(data_file("sentencepiece", name))
+    for text in CORPUS:
+        segments = tok.segment(text)
+        assert [t.id for t in segments] == tok.encode(text)
+        pos = 0
+        for t in segments:
+            assert t.start == pos or (t.partial and t.start < pos), (text, segments)
+            pos = max(pos, t.end)
+        assert not segments or pos == len(text)
+
+
+def test_segment_spans_known_answer():
+    tok, _ = _cached(data_file("sentencepiece", MODELS[2]))
+    segments = tok.segment("Hi \U0001d518!")
+    assert [t.piece for t in segments] == ["▁Hi", "▁", "<0xF0>", "<0x9D>", "<0x94>", "<0x98>", "!"]
+    assert [(t.start, t.end, t.partial) for t in segments] == [
+        (0, 2, False), (2, 3, False), *[(3, 4, True)] * 4, (4, 5, False)]
+    assert [t.data for t in segments[2:6]] == [bytes([b]) for b in "\U0001d518".encode()]
+    botchan, _ = _cached(data_file("sentencepiece", MODELS[1]))
+    segments = botchan.segment("  Hello   world  ")  # removed spaces join the next token
+    assert [(t.piece, t.start, t.end) for t in segments] == [
+        ("▁He", 0, 4), ("ll", 4, 6), ("o", 6, 7), ("▁world", 7, 17)]
+
+
+def test_special_segments_match_control_pieces():
+    tok, _ = _cached(data_file("sentencepiece", MODELS[2]))
+    segments = tok.segment("[INST] hi [/INST]", special=True)
+    assert segments[0].piece == "[INST]" and segments[0].special
+    assert segments[-1].piece == "[/INST]" and (segments[-1].start, segments[-1].end) == (10, 17)
+    assert tok.encode("[INST]") != [tok.id_of("[INST]")]  # plain encode never matches them
+
+
+def test_tile_spans_examples():
+    assert tile_spans([(2, 3), (3, 4), (3, 4), (4, 4)], 6) == [
+        (0, 3, False), (3, 4, True), (3, 4, True), (4, 6, False)]
+    assert tile_spans([(0, 0), (0, 5)], 5) == [(0, 0, False), (0, 5, False)]
+    assert tile_spans([], 3) == []
+
+
+def test_float_priority_orders_like_the_cpp_comparator():
+    scores = [-2.0, -1.0, -0.0, 0.0, 1.0, 3.5]
+    assert sorted(scores, key=float_priority) == scores
+
+
+def test_merge_steps_rebuild_the_bpe_pieces():
+    tok, _ = _cached(data_file("sentencepiece", MODELS[0]))
+    steps = tok.merge_steps("lowest")
+    assert steps and "".join(steps[-1].symbols) == "▁lowest"
+    assert list(steps[-1].symbols) == [tok.piece(i) for i in tok.encode("lowest")]
+
+
+def test_direct_construction_and_types():
+    sp = SentencePieceTokenizer(["<unk>", "<s>", "▁a", "b", "▁", "<0x41>"],
+                                [0, 0, -1, -2, -3, 0], [2, 3, 1, 1, 1, 6],
+                                algorithm="unigram", byte_fallback=True,
+                                normalizer=Normalizer(add_dummy_prefix=True))
+    assert sp.encode("ab b") == [2, 3, 4, 3]
+    assert [sp.token_type(i) for i in range(6)] == [
+        "unknown", "control", "normal", "normal", "normal", "byte"]
+    assert sp.token_bytes(5) == b"A" and sp.token_bytes(1) == b"" and sp.token_bytes(4) == b" "
+    assert sp.decode([1, 2, 3, 0]) == "ab \u2047 "
