@@ -36,6 +36,8 @@ REQUANT_FORMATS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0")
 #: the requantize experiment works on at most this many values (rows are cut to fit)
 REQUANT_MAX_VALUES = 1 << 20
 ERROR_BINS = 81
+#: scale curves with more points than this are drawn peak-downsampled (token_embd: 884k)
+DOWNSAMPLE_ABOVE = 200_000
 #: fill colour per block field in the microscope
 FIELD_COLORS = {
     "d": "#f6c177", "m": "#9ccfd8", "dmin": "#9ccfd8", "e": "#f6c177",
@@ -941,9 +943,11 @@ class QuantView(QWidget):
         self.result = result
         curves = result.curves()
         for key, (x, y) in curves.items():
-            item = self.scale_plot.plot(x, y, pen=pg.mkPen(CURVE_PENS[key], width=1), name=key)
-            item.setDownsampling(auto=True, method="peak")
+            item = self.scale_plot.plot(x, y, pen=pg.mkPen(CURVE_PENS[key], width=1), name=key,
+                                        antialias=False)
             item.setClipToView(True)
+            if y.size > DOWNSAMPLE_ABOVE:   # draw min/max per pixel; exports then hold those
+                item.setDownsampling(auto=True, method="peak")
             self.curve_items[key] = item
             self.toggles[key].show()
         self._update_curve_visibility()

@@ -6,7 +6,9 @@ import time
 import gguf
 import numpy as np
 import pytest
-from PySide6.QtCore import QCoreApplication, QEvent, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
+from PySide6.QtGui import QMouseEvent
+from PySide6.QtWidgets import QApplication
 
 import forma_gui
 from forma_gui.app.layout_view import LayoutView, parse_axes, parse_index
@@ -154,6 +156,20 @@ def test_hover_shows_offset_sum_and_block(qtbot, view):
     # the strip lists exactly the window's offsets, ascending, with gaps where they skip
     offsets = [c.offset for c in view.diagram.strip if hasattr(c, "offset")]
     assert offsets == sorted(c.offset for c in view.diagram.cells)
+
+
+def test_mouse_over_a_strip_cell_highlights_its_grid_cell(qtbot, view):
+    select(qtbot, view, Q4_1_TENSOR)
+    view.transpose()
+    diagram = view.diagram
+    cell = next(c for c in diagram.cells if c.index == (3, 1))
+    pos = cell.strip.center()
+    move = QMouseEvent(QEvent.Type.MouseMove, pos, diagram.mapToGlobal(pos), Qt.MouseButton.NoButton,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(diagram.hovered) as hovered:
+        QApplication.sendEvent(diagram, move)
+    assert hovered.args == [(3, 1)] and diagram.hover is cell
+    assert f"= {3 * 1 + 1 * 1536}" in view.formula.text()
 
 
 def test_window_cells_carry_numpy_offsets(qtbot, view):

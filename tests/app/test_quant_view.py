@@ -53,13 +53,13 @@ def test_scale_plot_equals_block_scales(qtbot, view):
     select(qtbot, view, TENSOR)
     raw = view.session.weights.raw(TENSOR)
     scales = quant.block_scales(raw, "Q4_1")
-    x, y = view.curve_items["d"].getData()
-    assert np.array_equal(y, scales["d"]) and np.array_equal(x, np.arange(scales["d"].size))
-    assert np.array_equal(view.curve_items["m"].getData()[1], scales["m"])
+    curve = view.curve_items["d"]                     # xData/yData: all of it, not what is drawn
+    assert np.array_equal(curve.yData, scales["d"]) and np.array_equal(curve.xData, np.arange(scales["d"].size))
+    assert np.array_equal(view.curve_items["m"].yData, scales["m"])
     # independent of the core: a Q4_1 block starts with d then m, both little-endian f16
     blocks = gguf_tensor(TENSOR).data.reshape(-1, 20)
-    assert np.array_equal(y, blocks[:, 0:2].copy().view("<f2")[:, 0].astype(np.float32))
-    assert np.array_equal(view.curve_items["m"].getData()[1],
+    assert np.array_equal(curve.yData, blocks[:, 0:2].copy().view("<f2")[:, 0].astype(np.float32))
+    assert np.array_equal(view.curve_items["m"].yData,
                           blocks[:, 2:4].copy().view("<f2")[:, 0].astype(np.float32))
     # the heatmap is rows × blocks of the same numbers
     image = view.heat_image.image
@@ -135,7 +135,7 @@ def test_demo_tensor_without_a_file(qtbot):
     expected = gguf.quants.quantize(demo_matrix(), gguf.GGMLQuantizationType.Q4_0)
     assert np.array_equal(view.source.raw.reshape(-1), expected.reshape(-1))
     d = expected.reshape(-1, 18)[:, 0:2].copy().view("<f2")[:, 0].astype(np.float32)
-    assert np.array_equal(view.curve_items["d"].getData()[1], d)
+    assert np.array_equal(view.curve_items["d"].yData, d)
     view.open_block(5)
     shown = [np.float32(view.microscope.values_model.index(i, 4).data()) for i in range(32)]
     deq = gguf.quants.dequantize(expected, gguf.GGMLQuantizationType.Q4_0).reshape(-1)
@@ -188,7 +188,7 @@ def test_k_quant_sub_block_scales_and_microscope(qtbot, k_view):
     select(qtbot, k_view, "k4")
     raw = k_view.session.weights.raw("k4")
     scales = quant.block_scales(raw, "Q4_K")
-    curves = {k: item.getData()[1] for k, item in k_view.curve_items.items()}
+    curves = {k: item.yData for k, item in k_view.curve_items.items()}
     assert set(curves) == {"d", "dmin", "sub-block scales", "sub-block mins"}
     assert np.array_equal(curves["d"], scales["d"]) and np.array_equal(curves["dmin"], scales["dmin"])
     assert np.array_equal(curves["sub-block scales"],
@@ -213,3 +213,39 @@ def test_q5_nibbles_and_high_bits(qtbot, k_view):
     expected = gguf.quants.dequantize(block[None], gguf.GGMLQuantizationType.Q5_0).reshape(-1)
     model = k_view.microscope.values_model
     assert [np.float32(model.index(i, 4).data()) for i in range(32)] == list(expected)
+
+
+def test_click_on_scale_plot_and_exports(qtbot, view, tmp_path):
+    import pyqtgraph.exporters as exporters
+
+    select(qtbot, view, TENSOR)
+    view.show()
+    qtbot.waitExposed(view)
+    vb = view.scale_plot.getPlotItem().vb
+    vb.setXRange(1000, 1100, padding=0)
+    y = float(view.curve_items["d"].yData[1042])
+    pos = view.scale_plot.mapFromScene(vb.mapViewToScene(QPointF(1042, y)))
+    QTest.mouseClick(view.scale_plot.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(int(pos.x()), int(pos.y())))
+    qtbot.waitUntil(lambda: view.block == 1042, timeout=3000)
+    # pyqtgraph's CSV export of the plot holds exactly the scales
+    vb.enableAutoRange()
+    path = tmp_path / "scales.csv"
+    exporters.CSVExporter(view.scale_plot.getPlotItem()).export(str(path))
+    rows = np.loadtxt(path, delimiter=",", skiprows=1)
+    scales = quant.block_scales(view.session.weights.raw(TENSOR), "Q4_1")["d"]
+    assert np.array_equal(rows[:, 0], np.arange(scales.size)) and np.allclose(rows[:, 1], scales, rtol=1e-6)
+    exporters.ImageExporter(view.heatmap.getPlotItem()).export(str(tmp_path / "heat.png"))
+    assert (tmp_path / "heat.png").stat().st_size > 1000
+
+
+def test_block_values_copy_as_tsv(qtbot, view):
+    from PySide6.QtGui import QGuiApplication, QKeySequence
+
+    select(qtbot, view, TENSOR)
+    view.open_block(9)
+    table = view.microscope.values_table
+    table.selectRow(4)
+    QTest.keySequence(table, QKeySequence(QKeySequence.StandardKey.Copy))
+    header, row = QGuiApplication.clipboard().text().splitlines()
+    assert header.split("\t") == ["element", "tensor index", "q", "formula", "value"]
+    assert row.split("\t")[4] == view.microscope.values_model.index(4, 4).data()
