@@ -1,4 +1,4 @@
-"""llama.cpp's pre-tokenizers: every ``tokenizer.ggml.pre`` name it knows, and its regexes.
+r"""llama.cpp's pre-tokenizers: every ``tokenizer.ggml.pre`` name it knows, and its regexes.
 
 For a ``gpt2``-family GGUF, llama.cpp (llama-vocab.cpp, ``llm_tokenizer_bpe``) picks a pre-
 tokenizer *type* from ``tokenizer.ggml.pre`` (LLAMA_PRE_NAMES, with the flags it sets: merges
@@ -419,7 +419,7 @@ def translate(source: str) -> tuple[str, bool]:
 
 
 def _ascii_digits(source: str) -> str:
-    """std::regex ``\d`` is [0-9]; the `regex` module's is every decimal digit."""
+    r"""std::regex ``\d`` is [0-9]; the `regex` module's is every decimal digit."""
     out, i, in_class = [], 0, False
     while i < len(source):
         c = source[i]
@@ -435,7 +435,7 @@ def _ascii_digits(source: str) -> str:
 
 
 def _end_anchor(source: str) -> str:
-    """ECMAScript ``$`` (no multiline) is the end of the input: ``\Z`` in `regex`."""
+    r"""ECMAScript ``$`` (no multiline) is the end of the input: ``\Z`` in `regex`."""
     out, i, in_class = [], 0, False
     while i < len(source):
         c = source[i]

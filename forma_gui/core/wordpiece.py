@@ -119,6 +119,13 @@ class WordPieceTokenizer(LlamaTokenizer):
     def _normal_bytes(self, token_id: int) -> bytes:
         return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
 
+    def _add_special(self, out: list, n: int) -> list:
+        """llama.cpp's WPM session always adds BOS ([CLS]) and SEP, whatever add_bos says."""
+        specials = self.vocab.specials
+        head = [(specials["bos"], 0, 0, True)] if specials.get("bos") is not None else []
+        tail = [(specials["sep"], n, n, True)] if specials.get("sep") is not None else []
+        return head + out + tail
+
     def _table(self) -> dict[bytes, int]:
         if self._bytes_to_id is None:
             keys = [t.encode("utf-8", "surrogateescape") for t in self.vocab.tokens]
