@@ -25,14 +25,13 @@ from forma_gui.app.workers import LatestRunner
 # imported here, not in the worker: a first import inside a job holds the GIL for tens of ms
 from forma_gui.core import quant
 from forma_gui.core.ggml_types import GGML_TYPES
+from forma_gui.core.memory import is_token_embedding
 from forma_gui.core.tensor import BlockLayout
+from forma_gui.formats.tensor_info import ELEMENT_STORAGE
+from forma_gui.formats.weights import ELEMENT_TO_F32
 
 # Heatmaps everywhere in the tensor views index images as [row, column], like numpy.
 pg.setConfigOptions(imageAxisOrder="row-major")
-
-#: the names under which the token-embedding matrix is stored (GGUF, HF safetensors, GPT-2)
-EMBEDDING_SUFFIXES = ("token_embd.weight", "embed_tokens.weight", "wte.weight")
-
 
 # ------------------------------------------------------------------ tensor sources
 
@@ -130,7 +129,7 @@ def default_tensor(weights: Any) -> str | None:
     def rank(t: Any) -> tuple[int, int]:
         t_type = GGML_TYPES.get(t.dtype)
         quantized = t_type is not None and t_type.block_size > 1
-        embedding = any(t.name.endswith(s) for s in EMBEDDING_SUFFIXES)
+        embedding = is_token_embedding(t.name)
         return (0 if quantized and len(t.shape) == 2 and not embedding else
                 1 if len(t.shape) == 2 else 2, 0)
     return min(tensors, key=rank).name if tensors else None
@@ -145,13 +144,10 @@ def ensure_selection(session: Any) -> None:
 
 
 def find_embedding_name(weights: Any) -> str | None:
-    """Name of the token-embedding tensor (GGUF, HF or GPT-2 naming), or None."""
-    names = [t.name for t in weights.tensors]
-    for suffix in EMBEDDING_SUFFIXES:
-        for name in names:
-            if name == suffix or name.endswith("." + suffix) or name.endswith(suffix):
-                return name
-    return None
+    """Name of the token-embedding matrix (GGUF `token_embd`, HF `embed_tokens`, GPT-2 `wte`)."""
+    return next((t.name for t in weights.tensors
+                 if is_token_embedding(t.name) and t.name.endswith(".weight") and len(t.shape) == 2),
+                None)
 
 
 def demo_matrix(rows: int = 64, cols: int = 256, seed: int = 20240) -> np.ndarray:
@@ -180,10 +176,16 @@ def demo_source(dtype: str = "Q4_0") -> TensorSource:
 
 
 def dequantize_blocks(blocks: np.ndarray, dtype: str) -> np.ndarray:
-    """Values of some stored blocks (or elements) as 1-D float32."""
-    if dtype in GGML_TYPES and (GGML_TYPES[dtype].block_size > 1 or dtype in ("F16", "BF16", "F32")):
-        return quant.dequantize(np.ascontiguousarray(blocks), dtype)
-    return np.asarray(blocks, dtype=np.float32).reshape(-1)  # integer / float64 element types
+    """Values of some stored blocks (or elements) as 1-D float32.
+
+    Element types arrive typed in the file's byte order (`WeightFile.raw`), so they are
+    converted by value, never reinterpreted as little-endian bytes.
+    """
+    if dtype in ELEMENT_STORAGE:
+        convert = ELEMENT_TO_F32.get(dtype)
+        values = convert(blocks) if convert else np.asarray(blocks).astype(np.float32)
+        return np.asarray(values, dtype=np.float32).reshape(-1)
+    return quant.dequantize(np.ascontiguousarray(blocks), dtype)
 
 
 def dequantize_range(source: TensorSource, first_block: int, stop_block: int, *,

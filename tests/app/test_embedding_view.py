@@ -74,3 +74,22 @@ def test_selecting_a_token_in_the_tokenize_view(qtbot, smol_path, embeddings):
     qtbot.waitUntil(lambda: panel.row is not None and panel.row.token_id == token_id, timeout=5000)
     assert np.array_equal(panel.row.values, embeddings[token_id])
     assert np.array_equal(panel.curve.getData()[1], embeddings[token_id])
+
+
+def test_safetensors_embed_tokens_in_f16(qtbot, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    rng = np.random.default_rng(3)
+    path = tmp_path / "model.safetensors"
+    save_file({"model.embed_tokens.weight": rng.standard_normal((50, 24)).astype(np.float16),
+               "model.norm.weight": np.ones(24, np.float32)}, str(path))
+    expected = load_file(str(path))["model.embed_tokens.weight"].astype(np.float32)
+    session = Session()
+    session.set_weights(forma_gui.open_weights(path))
+    panel = EmbeddingPanel(session)
+    qtbot.addWidget(panel)
+    session.select_token(17)
+    assert panel.row.name == "model.embed_tokens.weight"
+    assert np.array_equal(panel.row.values, expected[17]) and panel.row.scales == {}
+    t = session.weights.tensor("model.embed_tokens.weight")
+    assert panel.row.byte_range == (t.offset + 17 * 48, t.offset + 18 * 48)

@@ -233,3 +233,26 @@ def test_event_loop_stays_responsive_while_a_large_tensor_dequantizes(qtbot, vie
     assert view.result.stats["count"] == 49152 * 576
     assert elapsed > 0.3, "the job was too short to say anything about responsiveness"
     assert max(gaps) < 0.1, f"the event loop stalled for {max(gaps) * 1000:.0f} ms"
+
+
+def test_big_endian_f32_values(qtbot, tmp_path):
+    path = tmp_path / "be.gguf"
+    w = gguf.GGUFWriter(path, "test", endianess=gguf.GGUFEndian.BIG)
+    data = np.linspace(-3, 5, 6 * 40, dtype=np.float32).reshape(6, 40)
+    w.add_tensor("m", data.copy())          # the writer byte-swaps it
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    session = Session()
+    session.set_weights(forma_gui.open_weights(path))
+    assert session.weights.raw("m").dtype == np.dtype(">f4")
+    view = LayoutView(session)
+    qtbot.addWidget(view, before_close_func=lambda v: stop(qtbot, v))
+    qtbot.waitUntil(lambda: view.result is not None, timeout=10000)   # opens on its only tensor
+    assert np.array_equal(view.result.image, data)
+    with qtbot.waitSignal(view.values_ready, timeout=10000):
+        view.apply_slice("::-1, 3::7")
+    assert np.array_equal(view.result.image, data[::-1, 3::7])
+    assert shown(view, "byte_strides") == str(data[::-1, 3::7].strides)
+    session.weights.close()
