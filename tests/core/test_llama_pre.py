@@ -1,0 +1,96 @@
+"""llama.cpp's pre-tokenizer table: every name resolves, unknown ones are refused, and the
+translations to the `regex` module cut exactly as llama.cpp does (known answers from
+unicode.cpp's hand-written cuts and comments, and equivalence properties)."""
+from __future__ import annotations
+
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from forma_gui.core import patterns as pats
+from forma_gui.core.llama_pre import (CUSTOM, LLAMA_PRE_NAMES, LLAMA_PRE_REGEXES,
+                                      UnknownPreTokenizer, llama_pre_tokenizer, translate)
+from tests.conftest import MAX_EXAMPLES
+
+
+def _words(name: str, text: str) -> list[str]:
+    return [text[s:e] for s, e in llama_pre_tokenizer(name).split(text)]
+
+
+def test_every_name_resolves_and_compiles():
+    assert len(LLAMA_PRE_NAMES) >= 90
+    for name, (kind, _) in LLAMA_PRE_NAMES.items():
+        pre = llama_pre_tokenizer(name)
+        assert pre.type == kind and len(pre.patterns) == len(LLAMA_PRE_REGEXES[kind])
+    for name in ("gpt-2", "llama-bpe", "llama3", "qwen2", "smollm", "deepseek-llm",
+                 "deepseek-coder", "deepseek-v3", "falcon", "mpt", "starcoder", "refact",
+                 "command-r", "stablelm2", "olmo", "dbrx", "jais", "poro-chat", "chatglm-bpe",
+                 "viking", "tekken", "smaug-bpe", "bloom", "gpt3-finnish", "exaone",
+                 "chameleon", "minerva-7b", "gpt-4o", "superbpe", "trillion", "bailingmoe",
+                 "seed-coder", "kimi-k2", "hunyuan"):
+        assert name in LLAMA_PRE_NAMES, name
+
+
+def test_unknown_name_is_refused_and_missing_is_default():
+    with pytest.raises(UnknownPreTokenizer, match="no-such-pre"):
+        llama_pre_tokenizer("no-such-pre")
+    assert llama_pre_tokenizer(None).type == llama_pre_tokenizer("").type == "DEFAULT"
+
+
+def test_flags_follow_llama_cpp():
+    assert llama_pre_tokenizer("llama-bpe").flags["ignore_merges"] is True
+    assert llama_pre_tokenizer("gpt-2").flags["clean_spaces"] is True
+    assert llama_pre_tokenizer("qwen2").flags["clean_spaces"] is False
+    assert llama_pre_tokenizer("chatglm-bpe").flags["no_bos"] is True
+
+
+def test_translations():
+    assert translate(r"\s+$") == (r"\s+\Z", True)
+    assert translate(r"(?=(\d{3})+(?!\d))") == (r"(?=([0-9]{3})+(?![0-9]))", True)
+    assert translate(r"[\p{Lu}\p{Ll}]+\p{N}")[0] == r"[\p{L}\p{L}]+\p{N}"
+    assert translate(LLAMA_PRE_REGEXES["GPT2"][0]) == (pats.HF_BYTELEVEL_REGEX, False)
+
+
+def test_multi_regex_cuts():
+    assert _words("smollm", "ab 123x") == ["ab", " ", "1", "2", "3", "x"]
+    assert _words("falcon", "a, b 1234") == ["a", ",", " b", " ", "123", "4"]
+    assert _words("deepseek-coder", "x=1\ny") == ["x", "=", "1", "\n", "y"]
+
+
+def test_hand_written_cuts():
+    # unicode.cpp custom_afmoe (tiny_aya's digits too): 1234567 -> 1, 234, 567; the
+    # non-digits before a run are glued to its first group
+    assert _words("afmoe", "1234567") == ["1", "234", "567"]
+    digits = regex.compile(translate(LLAMA_PRE_REGEXES["TINY_AYA"][0])[0])
+    assert [("ab12345cd"[s:e]) for s, e in pats.split_pieces(digits, "ab12345cd")] == [
+        "ab12", "345", "cd"]
+    assert _words("tiny_aya", "ab12345cd") == ["ab", "12", "345", "cd"]
+    assert _words("kimi-k2", "中文abc's 123") == ["中文", "abc's", " ", "123"]
+    assert _words("laguna", "a\n\nb") == ["a", "\n\n", "b"]
+
+
+def test_wide_regexes_see_non_ascii_spaces_as_vertical_tab():
+    # deepseek-llm's punctuation and Han classes contain U+3000, but std::wregex sees it as
+    # U+000B; with the real character both would keep "、\u3000。" whole
+    assert _words("deepseek-llm", "、\u3000。") == ["、", "\u3000", "。"]
+    assert _words("superbpe", "1234567 89") == ["1", "234", "567", " ", "89"]
+
+
+@given(st.text())
+@settings(max_examples=MAX_EXAMPLES)
+def test_gpt2_custom_cut_equals_gpt2_regex(text):
+    """llama.cpp's gpt2 regex lacks GPT-2's final "|\\s+"; the gaps it leaves are the same."""
+    ours = pats.split_pieces(regex.compile(LLAMA_PRE_REGEXES["GPT2"][0]), text)
+    assert ours == pats.split_pieces(regex.compile(CUSTOM[LLAMA_PRE_REGEXES["GPT2"][0]]), text)
+
+
+@given(st.text(st.characters(blacklist_categories=("Cs",))))
+@settings(max_examples=MAX_EXAMPLES)
+def test_space_chunking_is_exact_for_llama3_and_qwen2(text):
+    for kind in ("LLAMA3", "QWEN2"):
+        pattern = regex.compile(LLAMA_PRE_REGEXES[kind][0])
+        whole = [text[s:e] for s, e in pats.split_pieces(pattern, text)]
+        chunked = [piece for chunk in pats.chunk_at_spaces(text)
+                   for piece in pattern.findall(chunk)]
+        assert chunked == whole

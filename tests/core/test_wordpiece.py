@@ -1,0 +1,98 @@
+"""WordPiece as llama.cpp runs it: known answers for its preprocessing, the bge GGUF
+vocabulary against HF `tokenizers`' BERT pipeline on text where the two agree, and the
+places where llama.cpp knowingly differs."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models, normalizers, pre_tokenizers
+
+from forma_gui.core.wordpiece import first_lower, first_nfd, preprocess
+from forma_gui.formats.gguf_tokenizer import load_gguf_tokenizer
+from tests.conftest import MAX_EXAMPLES, data_file
+
+
+@pytest.fixture(scope="module")
+def bert():
+    tok = load_gguf_tokenizer(data_file("gguf-vocab", "ggml-vocab-bert-bge.gguf"))
+    vocab = {}
+    for i, piece in enumerate(tok.vocab.tokens):
+        if tok.token_type(i) == "control" or piece.startswith("[unused"):
+            vocab[piece] = i
+        elif piece.startswith("▁"):
+            vocab[piece[1:]] = i
+        else:
+            vocab["##" + piece] = i
+    hf = HFTokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]",
+                                      max_input_chars_per_word=1000))
+    hf.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                               strip_accents=True, lowercase=True)
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tok, hf
+
+
+def test_preprocess_known_answers():
+    words = lambda text, **kw: [w for w, _ in preprocess(text, **kw)]  # noqa: E731
+    assert words("Héllo, WORLD!  中文") == ["hello", ",", "world", "!", "中", "文"]
+    assert words("a\x00b\x07c\u200bd") == ["abcd"]  # NUL and controls (Cc, Cf) vanish
+    assert words("x$y+z") == ["x", "$", "y", "+", "z"]  # ASCII symbols split
+    assert words("5€ 3°") == ["5€", "3°"]  # non-ASCII symbols do not
+    assert words("Ab", lowercase=False, strip_accents=False) == ["Ab"]
+    assert words("e\u0301") == ["e"]  # the combining accent is dropped
+    assert first_nfd("한") == "\u1112" and first_lower("İ") == "i"  # one code point each
+
+
+def test_preprocess_keeps_original_positions():
+    assert preprocess(" Hé, x") == [("he", [1, 2]), (",", [3]), ("x", [5])]
+
+
+CORPUS = [
+    "Hello world", "The quick brown fox jumps over the lazy dog.", "naïve café résumé",
+    "I'm here, aren't you?", "e-mail: someone@example.com", "3.14159 and 2,718",
+    "中文 日本語のテキスト", "emoji 😀 ok", "tabs\tand\nnewlines", "UPPER lower MiXeD",
+    "supercalifragilisticexpialidocious", "don't stop (now) [ever]", "ünïcödé ÀÉÎÕÜ",
+]
+
+
+def test_bge_equals_hf_bert_on_corpus(bert):
+    tok, hf = bert
+    for text in CORPUS:
+        assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids, text
+
+
+SAFE = st.characters(min_codepoint=0x20, max_codepoint=0x24F, blacklist_categories=("Cc",)) | \
+    st.sampled_from(list("中文日本語 \t\n"))
+
+
+@given(st.text(SAFE, max_size=40))
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_bge_equals_hf_bert_on_hypothesis_text(bert, text):
+    tok, hf = bert
+    assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+def test_unknown_words_become_one_unk(bert):
+    tok, _ = bert
+    unk = tok.vocab.specials["unk"]
+    assert tok.encode("hello ᚠᚢᚦ") == tok.encode("hello") + [unk]  # runes: one word, no piece
+    assert tok.encode("⟦⟧") == [unk, unk]  # punctuation: each its own word
+    assert [(t.id, t.start, t.end) for t in tok.segment("x ᚠᚢᚦ")][-1] == (unk, 2, 5)
+
+
+def test_llama_cpp_differs_from_hf_on_hangul(bert):
+    """llama.cpp keeps only the first code point of an NFD decomposition: a Hangul
+    syllable becomes its leading jamo, where HF keeps the whole decomposition."""
+    tok, hf = bert
+    text = "한국"
+    assert [w for w, _ in preprocess(text)] == ["\u1112\u1100"]
+    assert tok.encode(text) != hf.encode(text, add_special_tokens=False).ids
+
+
+def test_segments_point_at_the_original_text(bert):
+    tok, _ = bert
+    text = "Héllo, WORLD!"
+    spans = [(text[t.start:t.end], t.piece) for t in tok.segment(text)]
+    assert spans[0][0].startswith("Hé") and spans[-1] == ("!", "▁!")
+    assert "".join(s for s, _ in spans).replace(" ", "") == text.replace(" ", "")
