@@ -78,7 +78,8 @@ def test_unknown_words_become_one_unk(bert):
     unk = tok.vocab.specials["unk"]
     assert tok.encode("hello ᚠᚢᚦ") == tok.encode("hello") + [unk]  # runes: one word, no piece
     assert tok.encode("⟦⟧") == [unk, unk]  # punctuation: each its own word
-    assert [(t.id, t.start, t.end) for t in tok.segment("x ᚠᚢᚦ")][-1] == (unk, 2, 5)
+    # the dropped space joins the following token when spans are tiled
+    assert [(t.id, t.start, t.end) for t in tok.segment("x ᚠᚢᚦ")][-1] == (unk, 1, 5)
 
 
 def test_llama_cpp_differs_from_hf_on_hangul(bert):
