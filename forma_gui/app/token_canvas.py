@@ -24,6 +24,7 @@ from PySide6.QtGui import QColor, QFont, QFontDatabase, QFontMetricsF, QPainter,
 from PySide6.QtWidgets import QAbstractScrollArea, QToolTip
 
 from forma_gui.app.palette import HUES, border_color, token_color, too_close
+from forma_gui.app.token_store import TokenStore
 
 N_HUES = len(HUES)
 CLOSE = [[too_close(a, b) for b in range(N_HUES)] for a in range(N_HUES)]
@@ -97,7 +98,7 @@ class TokenCanvas(QAbstractScrollArea):
         self.viewport().setMouseTracking(False)
         self.setFocusPolicy(Qt.StrongFocus)
         self.text = ""
-        self.tokens: list = []
+        self.tokens = TokenStore()
         self.as_stored = False
         self.visible_ws = False
         self.show_ids = False
@@ -109,8 +110,10 @@ class TokenCanvas(QAbstractScrollArea):
         self._reset_layout()
 
     # ---- public API -----------------------------------------------------------------
-    def set_segmentation(self, text: str, tokens: list) -> None:
-        """Show `tokens` (a list of Token) of `text`; layout proceeds in the background."""
+    def set_segmentation(self, text: str, tokens) -> None:
+        """Show `tokens` (a TokenStore, or a list of Token) of `text`; layout runs in slices."""
+        if not isinstance(tokens, TokenStore):
+            tokens = TokenStore.from_tokens(list(tokens), None)
         self.text, self.tokens = text, tokens
         self.selected = None
         self._reset_layout()
@@ -147,9 +150,9 @@ class TokenCanvas(QAbstractScrollArea):
     def line_count(self) -> int:
         return len(self._line_item)
 
-    def runs(self, k: int) -> tuple[tuple[str, bool], ...]:
+    def runs(self, k: int, tok=None) -> tuple[tuple[str, bool], ...]:
         """What token k's chip shows: (text, is_hex) runs under the current toggles."""
-        tok = self.tokens[k]
+        tok = self.tokens[k] if tok is None else tok
         if tok.special:
             return ((tok.piece, False),)
         if self.as_stored:
@@ -160,7 +163,8 @@ class TokenCanvas(QAbstractScrollArea):
 
     def label(self, k: int) -> str:
         """Token k's chip text as one string (hex runs set off by spaces)."""
-        return " ".join(text for text, _ in self.runs(k)) if self.tokens[k].partial else self.runs(k)[0][0]
+        tok = self.tokens[k]
+        return " ".join(text for text, _ in self.runs(k, tok)) if tok.partial else self.runs(k, tok)[0][0]
 
     def token_at(self, pos: QPointF) -> int | None:
         """The token index under a viewport position, or None."""
@@ -185,7 +189,7 @@ class TokenCanvas(QAbstractScrollArea):
         y = MARGIN + line * self._line_h - self.verticalScrollBar().value()
         first, last = self._item_tokens(item)
         if last - first == 1:
-            return QRectF(self._item_x[item], y, self._item_w[item], self._chip_h)
+            return QRectF(self._item_x[item], y + GROUP_PAD, self._item_w[item], self._chip_h - 2 * GROUP_PAD)
         px, pw = self._part_boxes(item)[k - first]
         return QRectF(px, y + GROUP_PAD, pw, self._chip_h - 2 * GROUP_PAD)
 
@@ -250,6 +254,7 @@ class TokenCanvas(QAbstractScrollArea):
     def _layout_slice(self) -> None:
         """Lay out tokens for a few milliseconds; reschedules itself until done."""
         place = self._place_fast if self.fast_layout else self._place_items
+        first_line = len(self._line_item) - 1
         k = place(self._next_token, perf_counter() + SLICE_SECONDS)
         self._next_token = k
         self._update_scrollbar()
@@ -260,7 +265,9 @@ class TokenCanvas(QAbstractScrollArea):
         if self._anchor is not None and self._item_of_token(self._anchor) is not None:
             anchor, self._anchor = self._anchor, None
             self.scroll_to_token(anchor)
-        self.viewport().update()
+        top = MARGIN + first_line * self._line_h - self.verticalScrollBar().value()
+        if top <= self.viewport().height():  # new lines (or the progress note) are in view
+            self.viewport().update()
 
     def _place_items(self, k: int, deadline: float) -> int:
         """Reference layout: one item at a time through _place_item, until the deadline."""
@@ -277,7 +284,8 @@ class TokenCanvas(QAbstractScrollArea):
         Plain = not partial, not special, not overlapping the next token, shown as text.
         Anything else goes through _place_item. Tested against _place_items.
         """
-        tokens, n, text = self.tokens, len(self.tokens), self.text
+        n, text = len(self.tokens), self.text
+        ids, starts, ends, flags = self.tokens.ids, self.tokens.starts, self.tokens.ends, self.tokens.flags
         if self.as_stored:
             return self._place_items(k, deadline)
         widths, advance = self._fast_widths, self._fm.horizontalAdvance
@@ -289,21 +297,21 @@ class TokenCanvas(QAbstractScrollArea):
         x = self._x
         count = 0
         while k < n:
-            tok = tokens[k]
-            if tok.partial or tok.special or (k + 1 < n and tokens[k + 1].start < tok.end):
+            end = ends[k]
+            if flags[k] or (k + 1 < n and starts[k + 1] < end):  # partial, special, overlap
                 self._x = x
-                k = self._place_item(k, tokens, n)
+                k = self._place_item(k, self.tokens, n)
                 x = self._x
                 continue
-            span = text[tok.start:tok.end]
-            key = (span, tok.id) if show_ids else span
+            span, tid = text[starts[k]:end], ids[k]
+            key = (span, tid) if show_ids else span
             w = widths.get(key)
             if w is None:
                 w = max(advance(span.translate(table).translate(SHOWN)), 6.0) + 2 * HPAD
                 if show_ids:
-                    w = max(w, self._small_width(str(tok.id)) + 2 * HPAD)
+                    w = max(w, self._small_width(str(tid)) + 2 * HPAD)
                 w = widths[key] = min(w, avail)
-            h = (tok.id * 0x9E3779B1) & 0xFFFFFFFF
+            h = (tid * 0x9E3779B1) & 0xFFFFFFFF
             slot = (h ^ (h >> 16)) % N_HUES
             shades.append(1 - shades[k - 1] if k and close[slot][slots[k - 1]] else 0)
             slots.append(slot)
@@ -325,11 +333,12 @@ class TokenCanvas(QAbstractScrollArea):
         self._x = x
         return k
 
-    def _place_item(self, k: int, tokens: list, n: int) -> int:
+    def _place_item(self, k: int, tokens: TokenStore, n: int) -> int:
         """Place the item starting at token k; returns the first token after it."""
-        j, end = k + 1, tokens[k].end
-        while j < n and tokens[j].start < end:  # overlapping spans: one character split
-            end = max(end, tokens[j].end)
+        starts, ends = tokens.starts, tokens.ends
+        j, end = k + 1, ends[k]
+        while j < n and starts[j] < end:  # overlapping spans: one character split
+            end = max(end, ends[j])
             j += 1
         self._colour(k, j, tokens)
         w = self._item_width(k, j) if j - k == 1 else self._group_width(k, j)
@@ -340,7 +349,7 @@ class TokenCanvas(QAbstractScrollArea):
         self._item_x.append(self._x)
         self._item_w.append(w)
         self._x += w + GAP
-        newlines = self.text.count("\n", tokens[k].start, end)
+        newlines = self.text.count("\n", starts[k], end)
         for _ in range(min(newlines, MAX_NEWLINES)):
             self._new_line()
         return j
@@ -349,10 +358,10 @@ class TokenCanvas(QAbstractScrollArea):
         self._line_item.append(len(self._item_first))
         self._x = MARGIN
 
-    def _colour(self, k: int, j: int, tokens: list) -> None:
+    def _colour(self, k: int, j: int, tokens: TokenStore) -> None:
         """Hue slot per token from its id; alternate the shade when the neighbour is close."""
         for i in range(k, j):
-            h = (tokens[i].id * 0x9E3779B1) & 0xFFFFFFFF
+            h = (tokens.ids[i] * 0x9E3779B1) & 0xFFFFFFFF
             slot = (h ^ (h >> 16)) % len(HUES)
             shade = 0
             if i and CLOSE[slot][self._slot[i - 1]]:
@@ -362,10 +371,11 @@ class TokenCanvas(QAbstractScrollArea):
 
     def _item_width(self, k: int, j: int) -> float:
         """Width of token k's chip (j is k + 1; the signature matches _group_width)."""
-        w = self._runs_width(self.runs(k), self.tokens[k].special)
+        tok = self.tokens[k]
+        w = self._runs_width(self.runs(k, tok), tok.special)
         w = max(w, 6.0) + 2 * HPAD
         if self.show_ids:
-            w = max(w, self._small_width(str(self.tokens[k].id)) + 2 * HPAD)
+            w = max(w, self._small_width(str(tok.id)) + 2 * HPAD)
         return w
 
     def _group_width(self, k: int, j: int) -> float:
@@ -390,8 +400,8 @@ class TokenCanvas(QAbstractScrollArea):
 
     def _group_char(self, k: int, j: int) -> str:
         """The character(s) a group of partial tokens spells, made visible."""
-        start = min(self.tokens[i].start for i in range(k, j))
-        end = max(self.tokens[i].end for i in range(k, j))
+        start = min(self.tokens.starts[k:j])
+        end = max(self.tokens.ends[k:j])
         raw = self.text[start:end]
         if len(raw) == 1 and ord(raw) not in SHOWN and raw not in " \t\n":
             category = unicodedata.category(raw)
@@ -454,7 +464,9 @@ class TokenCanvas(QAbstractScrollArea):
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
         p = QPainter(self.viewport())
         p.setRenderHint(QPainter.Antialiasing)
-        p.fillRect(self.viewport().rect(), self.palette().base())
+        pal = self.palette()
+        p.fillRect(self.viewport().rect(), pal.base())
+        self._ink = _Ink(pal, self._dark)
         top = self.verticalScrollBar().value()
         first = max(0, int((top - MARGIN) // self._line_h))
         last = min(len(self._line_item) - 1, int((top + self.viewport().height()) // self._line_h))
@@ -467,77 +479,73 @@ class TokenCanvas(QAbstractScrollArea):
         p.end()
 
     def _paint_note(self, p: QPainter, text: str) -> None:
-        p.setPen(self.palette().placeholderText().color())
+        p.setPen(self._ink.note)
         p.setFont(self._small)
         r = self.viewport().rect().adjusted(int(MARGIN), 0, -int(MARGIN), -4)
-        p.drawText(r, Qt.AlignRight | Qt.AlignBottom, text)
+        p.drawText(r, ALIGN_BOTTOM_RIGHT, text)
 
     def _paint_item(self, p: QPainter, item: int, y: float) -> None:
         first, last = self._item_tokens(item)
         x, w = self._item_x[item], self._item_w[item]
         if last - first == 1:
-            self._paint_chip(p, first, QRectF(x, y, w, self._chip_h))
+            self._paint_chip(p, first, QRectF(x, y + GROUP_PAD, w, self._chip_h - 2 * GROUP_PAD))
             return
         frame = QRectF(x, y, w, self._chip_h)
-        p.setPen(QPen(self.palette().mid().color(), 1.0))
+        p.setPen(QPen(self._ink.frame, 1.0))
         p.setBrush(Qt.NoBrush)
         p.drawRoundedRect(frame.adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
         p.setFont(self._bold)
-        p.setPen(self.palette().text().color())
+        p.setPen(self._ink.text_on_base)
         char_rect = QRectF(x + GROUP_PAD, y, w, self._chip_h)
-        p.drawText(char_rect, Qt.AlignLeft | Qt.AlignVCenter, self._group_char(first, last))
+        p.drawText(char_rect, ALIGN_LEFT, self._group_char(first, last))
         for k, (px, pw) in zip(range(first, last), self._part_boxes(item)):
-            self._paint_chip(p, k, QRectF(px, y + GROUP_PAD, pw, self._chip_h - 2 * GROUP_PAD),
-                             id_y=y + self._chip_h)
+            self._paint_chip(p, k, QRectF(px, y + GROUP_PAD, pw, self._chip_h - 2 * GROUP_PAD))
 
-    def _paint_chip(self, p: QPainter, k: int, rect: QRectF, id_y: float | None = None) -> None:
+    def _paint_chip(self, p: QPainter, k: int, chip: QRectF) -> None:
         tok = self.tokens[k]
-        theme = "dark" if self._dark else "light"
-        slot = self._slot[k]
+        ink, slot = self._ink, self._slot[k]
         if tok.special:
-            p.setBrush(self.palette().text().color())
+            p.setBrush(ink.text_on_base)
             p.setPen(Qt.NoPen)
         else:
-            p.setBrush(token_color(slot, self._shade[k], theme))
-            p.setPen(QPen(border_color(slot, theme), 1.2, Qt.DashLine) if tok.partial else Qt.NoPen)
-        chip = rect if id_y is not None else rect.adjusted(0, GROUP_PAD, 0, -GROUP_PAD)
+            p.setBrush(token_color(slot, self._shade[k], ink.theme))
+            p.setPen(QPen(border_color(slot, ink.theme), 1.2, Qt.DashLine) if tok.partial else Qt.NoPen)
         p.drawRoundedRect(chip.adjusted(0.6, 0.6, -0.6, -0.6), 3, 3)
         if k == self.selected or tok.id == self.highlight_id:
-            outline = self.palette().highlight().color() if k == self.selected else self.palette().text().color()
-            p.setPen(QPen(outline, 2.0 if k == self.selected else 1.4))
+            selected = k == self.selected
+            p.setPen(QPen(ink.highlight if selected else ink.text_on_base, 2.0 if selected else 1.4))
             p.setBrush(Qt.NoBrush)
             p.drawRoundedRect(chip.adjusted(-0.5, -0.5, 0.5, 0.5), 3, 3)
         self._paint_label(p, k, tok, chip)
         if self.show_ids:
             p.setFont(self._small)
-            p.setPen(self.palette().placeholderText().color())
-            ids = QRectF(chip.left(), (id_y if id_y is not None else chip.bottom() + GROUP_PAD),
-                         chip.width(), self._id_h)
-            p.drawText(ids, Qt.AlignHCenter | Qt.AlignTop, str(tok.id))
+            p.setPen(ink.note)
+            p.drawText(QRectF(chip.left(), chip.bottom() + GROUP_PAD, chip.width(), self._id_h),
+                       ALIGN_TOP_CENTER, str(tok.id))
 
     def _paint_label(self, p: QPainter, k: int, tok, chip: QRectF) -> None:
-        runs = self.runs(k)
-        text_color = QColor("#f2f2f2") if self._dark else QColor("#1b1b1f")
-        hex_color = QColor("#d0d0d8") if self._dark else QColor("#3a3a48")
-        font = self._bold if tok.special else self._font
-        if tok.special:
-            text_color = self.palette().base().color()
+        runs = self.runs(k, tok)
+        ink = self._ink
         inner = chip.adjusted(HPAD, 0, -HPAD, 0)
+        fm = self._fm_bold if tok.special else self._fm
+        p.setFont(self._bold if tok.special else self._font)
+        p.setPen(ink.base if tok.special else ink.chip_text)
+        if len(runs) == 1 and not runs[0][1]:  # the common case: one run of text
+            text = runs[0][0]
+            if self._runs_width(runs, tok.special) > inner.width() + 0.5:
+                text = fm.elidedText(text, Qt.ElideRight, inner.width())
+            p.drawText(inner, ALIGN_CENTER, text)
+            return
         total = self._runs_width(runs, tok.special)
-        if len(runs) == 1 and not runs[0][1] and total > inner.width() + 0.5:
-            fm = self._fm_bold if tok.special else self._fm
-            runs = ((fm.elidedText(runs[0][0], Qt.ElideRight, inner.width()), False),)
-            total = inner.width()
         x = inner.left() + max(0.0, (inner.width() - total) / 2)
         p.save()
         p.setClipRect(chip)
         for text, is_hex in runs:
-            p.setFont(self._hex if is_hex else font)
-            p.setPen(hex_color if is_hex else text_color)
-            fm = self._fm_hex if is_hex else (self._fm_bold if tok.special else self._fm)
-            width = fm.horizontalAdvance(text)
-            p.drawText(QRectF(x, inner.top(), width + 1, inner.height()),
-                       Qt.AlignLeft | Qt.AlignVCenter | Qt.TextDontClip, text)
+            if is_hex:
+                p.setFont(self._hex)
+                p.setPen(ink.hex_text)
+            width = (self._fm_hex if is_hex else fm).horizontalAdvance(text)
+            p.drawText(QRectF(x, inner.top(), width + 1, inner.height()), ALIGN_LEFT, text)
             x += width + RUN_GAP
         p.restore()
 
@@ -600,6 +608,26 @@ class TokenCanvas(QAbstractScrollArea):
         if tok.special:
             rows.append("<i>special token</i>")
         return "<br>".join(rows)
+
+
+ALIGN_LEFT = Qt.AlignLeft | Qt.AlignVCenter | Qt.TextDontClip
+ALIGN_CENTER = Qt.AlignHCenter | Qt.AlignVCenter | Qt.TextDontClip
+ALIGN_TOP_CENTER = Qt.AlignHCenter | Qt.AlignTop
+ALIGN_BOTTOM_RIGHT = Qt.AlignRight | Qt.AlignBottom
+
+
+class _Ink:
+    """The colours of one paint pass, looked up once instead of once per chip."""
+
+    def __init__(self, palette, dark: bool) -> None:
+        self.theme = "dark" if dark else "light"
+        self.base = palette.base().color()
+        self.text_on_base = palette.text().color()
+        self.highlight = palette.highlight().color()
+        self.note = palette.placeholderText().color()
+        self.frame = palette.mid().color()
+        self.chip_text = QColor("#f2f2f2") if dark else QColor("#1b1b1f")
+        self.hex_text = QColor("#d0d0d8") if dark else QColor("#3a3a48")
 
 
 def _html_escape(s: str) -> str:

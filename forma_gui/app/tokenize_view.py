@@ -15,16 +15,19 @@ import importlib
 import importlib.util
 import logging
 from bisect import bisect_right
+from time import perf_counter
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSize, Qt, QTimer
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontDatabase, QPainter, QPen, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel,
                                QPlainTextEdit, QSizePolicy, QSplitter, QStyledItemDelegate,
                                QTableView, QTextEdit, QVBoxLayout, QWidget)
 
 from forma_gui.app.palette import hue_index, token_color
+from forma_gui.app.text_mirror import TextMirror
 from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
-from forma_gui.app.workers import LatestRunner
+from forma_gui.app.token_store import TokenStore, release
+from forma_gui.app.workers import LatestRunner, gc_paused
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,9 @@ DEBOUNCE_LARGE_MS = 150         # a big document: wait for a pause in typing
 FULL_PRETOKENIZE_CHARS = 200_000  # beyond this, merge steps pre-tokenize a window only
 PRETOKEN_WINDOW = 4_096
 EMBEDDING_VIEW = "forma_gui.app.embedding_view:EmbeddingPanel"
+LARGE_PASTE = 256 * 1024        # characters; a bigger paste is inserted in slices
+PASTE_CHUNK = 64 * 1024         # first slice; later ones are sized to take ~20 ms
+PASTE_SLICE_SECONDS = 0.02
 
 
 def _mono_font() -> QFont:
@@ -57,10 +63,10 @@ class TokenTableModel(QAbstractTableModel):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self.tokens: list = []
+        self.tokens = TokenStore()
         self._mono = _mono_font()
 
-    def set_tokens(self, tokens: list) -> None:
+    def set_tokens(self, tokens: TokenStore) -> None:
         self.beginResetModel()
         self.tokens = tokens
         self.endResetModel()
@@ -179,7 +185,63 @@ class SymbolsDelegate(QStyledItemDelegate):
 
 
 class TokenInput(QPlainTextEdit):
-    """The input editor; a dropped file goes to the window (to open it), not into the text."""
+    """The input editor.
+
+    A dropped file goes to the window (to open it), not into the text. A huge paste is
+    inserted in slices of ~20 ms, one per event-loop turn, as a single undo step, so a
+    10 MB paste never blocks the window (Qt inserts 1 MB in ~150 ms in one go).
+    """
+
+    paste_progressed = Signal(float)  # fraction inserted; 1.0 when done
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.mirror = TextMirror(self.document(), self)
+        self._paste: tuple[QTextCursor, str, int] | None = None
+        self._chunk = PASTE_CHUNK
+
+    @property
+    def pasting(self) -> bool:
+        return self._paste is not None
+
+    def insertFromMimeData(self, source) -> None:  # noqa: N802 - Qt override
+        if source.hasText() and not source.hasUrls() and len(source.text()) > LARGE_PASTE:
+            self.paste_in_slices(source.text())
+        else:
+            super().insertFromMimeData(source)
+
+    def paste_in_slices(self, text: str) -> None:
+        """Replace the selection with `text`, a slice per event-loop turn."""
+        cursor = self.textCursor()
+        cursor.beginEditBlock()
+        cursor.removeSelectedText()
+        cursor.endEditBlock()
+        self._paste = (cursor, text, 0)
+        self.setReadOnly(True)  # typing into a half-inserted paste would interleave
+        self.mirror.begin_batch()  # one splice at the end instead of a copy per slice
+        QTimer.singleShot(0, self._paste_slice)
+
+    def _paste_slice(self) -> None:
+        cursor, text, done = self._paste
+        end = min(len(text), done + self._chunk)
+        if text[end - 1:end] == "\r":  # keep a CRLF pair together: Qt makes it one newline
+            end += 1
+        started = perf_counter()
+        cursor.joinPreviousEditBlock()
+        cursor.insertText(text[done:end])
+        cursor.endEditBlock()
+        took = perf_counter() - started
+        self._chunk = int(min(max(self._chunk * PASTE_SLICE_SECONDS / max(took, 1e-4), 16384), 1 << 20))
+        if end < len(text):
+            self._paste = (cursor, text, end)
+            self.paste_progressed.emit(end / len(text))
+            QTimer.singleShot(0, self._paste_slice)
+            return
+        self._paste = None
+        self.setReadOnly(False)
+        self.setTextCursor(cursor)
+        self.mirror.end_batch()
+        self.paste_progressed.emit(1.0)
 
     def _is_file_drop(self, event) -> bool:
         mime = event.mimeData()
@@ -212,7 +274,7 @@ class TokenizeView(QWidget):
         self.setObjectName("tokenizeView")
         self.session = session
         self.text = ""
-        self.tokens: list = []
+        self.tokens = TokenStore()
         self.tokenizer = None          # the tokenizer `tokens` came from
         self.selected_index: int | None = None
         self.special = False
@@ -240,7 +302,9 @@ class TokenizeView(QWidget):
         font = self.editor.font()
         font.setPointSizeF(font.pointSizeF() + 1.5)
         self.editor.setFont(font)
-        self.editor.textChanged.connect(self._schedule)
+        self.mirror = self.editor.mirror
+        self.mirror.changed.connect(self._schedule)
+        self.editor.paste_progressed.connect(self._on_paste_progress)
         self.canvas = TokenCanvas(self)
         self.canvas.token_clicked.connect(self.select_index)
         self.model = TokenTableModel(self)
@@ -354,33 +418,49 @@ class TokenizeView(QWidget):
         """The one place text becomes tokens (runs on the GUI thread or a worker)."""
         return self.session.tokenizer.segment(text, special=self.special)
 
+    def _segment(self, text: str, tokenizer) -> TokenStore:
+        """_tokenize, packed into arrays; the GC is paused while the Token objects exist."""
+        with gc_paused():
+            tokens = self._tokenize(text)
+            store = TokenStore.from_tokens(tokens, tokenizer)
+            release(tokens)
+            return store
+
     def _schedule(self) -> None:
-        large = self.editor.document().characterCount() > INLINE_CHARS
+        if self.editor.pasting:
+            return  # the last slice schedules the one re-tokenization
+        large = len(self.mirror.text) > INLINE_CHARS
         self._debounce.start(DEBOUNCE_LARGE_MS if large else DEBOUNCE_MS)
+
+    def _on_paste_progress(self, fraction: float) -> None:
+        if fraction < 1.0:
+            self.stats.setText(f"pasting… {fraction:.0%}")
+        else:
+            self._schedule()
 
     def _retokenize(self) -> None:
         """Encode the editor's text now: inline when small, else in the worker."""
         self._debounce.stop()
-        text = self.editor.toPlainText()
+        text = self.mirror.text
         self.session.set_text(text)
         self._generation += 1
         tokenizer = self.session.tokenizer
         if tokenizer is None:
-            self._apply(text, [], None)
+            self._apply(text, TokenStore(), None)
             return
         if len(text) <= INLINE_CHARS:
             self._runner.cancel()
             try:
-                tokens = self._tokenize(text)
+                tokens = self._segment(text, tokenizer)
             except Exception as e:  # noqa: BLE001 - a tokenizer bug must not take the view down
                 self._on_failure(None, e)
                 return
             self._apply(text, tokens, tokenizer)
             return
         self._set_stats_busy(len(text))
-        self._runner.submit(self._tokenize, text, tag=(self._generation, text, tokenizer))
+        self._runner.submit(self._segment, text, tokenizer, tag=(self._generation, text, tokenizer))
 
-    def _on_result(self, tag, tokens: list) -> None:
+    def _on_result(self, tag, tokens: TokenStore) -> None:
         generation, text, tokenizer = tag
         if generation == self._generation:
             self._apply(text, tokens, tokenizer)
@@ -389,7 +469,7 @@ class TokenizeView(QWidget):
         log.error("tokenization failed: %s", getattr(error, "__traceback_text__", error))
         self.stats.setText(f"<span style='color:#c0392b'>tokenizer error: {_esc(str(error))}</span>")
 
-    def _apply(self, text: str, tokens: list, tokenizer) -> None:
+    def _apply(self, text: str, tokens: TokenStore, tokenizer) -> None:
         self.text, self.tokens, self.tokenizer = text, tokens, tokenizer
         self.selected_index = None
         self._pretokens = None
@@ -402,11 +482,11 @@ class TokenizeView(QWidget):
     def _update_stats(self) -> None:
         n, chars = len(self.tokens), len(self.text)
         per = f"{chars / n:.2f}" if n else "–"
-        nbytes = sum(len(t.data) for t in self.tokens) if n < 200_000 else len(self.text.encode())
+        nbytes = self.tokens.nbytes
         extra = ""
         sel = self.session.selected_token
         if sel is not None and n:
-            count = sum(1 for t in self.tokens if t.id == sel)
+            count = self.tokens.count_id(sel)
             extra = f" &nbsp;·&nbsp; id {sel} ×{count}"
         self.stats.setText(f"<b>{n:,}</b> tokens &nbsp;·&nbsp; {chars:,} chars &nbsp;·&nbsp; "
                            f"{nbytes:,} bytes &nbsp;·&nbsp; <b>{per}</b> chars/token{extra}")
@@ -451,7 +531,7 @@ class TokenizeView(QWidget):
 
     def _highlight_span(self, tok) -> None:
         doc_len = self.editor.document().characterCount() - 1
-        if tok.end > doc_len or self.editor.toPlainText() != self.text:
+        if tok.end > doc_len or self.mirror.text != self.text:
             return  # the editor moved on; the next result will be in sync
         cursor = QTextCursor(self.editor.document())
         cursor.setPosition(_qt_pos(self.text, tok.start))
@@ -533,10 +613,11 @@ class TokenizeView(QWidget):
         self._ensure_embedding()
         if self._emitting or self.session.tokenizer is None:
             return
-        occurrences = [k for k, t in enumerate(self.tokens) if t.id == token_id]
-        if occurrences:
-            after = [k for k in occurrences if self.selected_index is None or k > self.selected_index]
-            k = (after or occurrences)[0]
+        start = 0 if self.selected_index is None else self.selected_index + 1
+        k = self.tokens.find_id(token_id, start)
+        if k is None and start:
+            k = self.tokens.find_id(token_id)  # wrap around
+        if k is not None:
             self.selected_index = k
             self.canvas.set_selected(k)
             self._select_table_row(k)

@@ -9,6 +9,8 @@ Three pieces, all used from the GUI thread:
   yields the worker checks its abort flag, so ``worker.cancel()`` stops it promptly.
 * ``Worker`` is the QRunnable behind it; its ``signals`` QObject carries ``finished``,
   ``failed``, ``progressed`` and ``cancelled``.
+* ``gc_paused()`` suspends Python's cyclic garbage collector while a job builds millions
+  of small objects, so that its full passes do not stall the GUI thread.
 * ``LatestRunner`` keeps at most one job running and only the newest request pending:
   while the user types, older requests are dropped and only the newest result is
   delivered (``finished(tag, result)``). Stale results that hold resources can be handed to
@@ -23,11 +25,13 @@ there, whatever thread emitted the signal.
 """
 from __future__ import annotations
 
+import gc
 import inspect
 import logging
 import threading
 import traceback
 from collections import deque
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
@@ -261,3 +265,29 @@ class LatestRunner(QObject):
     def _finish(self) -> None:
         self._running = None
         self.busy_changed.emit(False)
+
+
+_gc_lock = threading.Lock()
+_gc_state = {"pauses": 0, "was_enabled": True}
+
+
+@contextmanager
+def gc_paused():
+    """Suspend the cyclic GC (process-wide) for the duration; nestable, thread-safe.
+
+    Building a few million objects makes the collector run full passes over all of them,
+    each one holding the GIL for 100+ ms: the window freezes although the work is in a
+    worker. Reference counting still frees everything that has no cycles meanwhile.
+    """
+    with _gc_lock:
+        if _gc_state["pauses"] == 0:
+            _gc_state["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _gc_state["pauses"] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_state["pauses"] -= 1
+            if _gc_state["pauses"] == 0 and _gc_state["was_enabled"]:
+                gc.enable()

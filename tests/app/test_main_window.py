@@ -18,7 +18,9 @@ from tests.app._stub_tokenizer import StubTokenizer
 
 
 def _has_gpt2_loader() -> bool:
+    """Whether the real GPT-2 loader and the core's segmentation are in this build."""
     try:
+        import forma_gui.core.segment  # noqa: F401
         import forma_gui.formats.gpt2_files  # noqa: F401
     except ImportError:
         return False
@@ -27,7 +29,7 @@ def _has_gpt2_loader() -> bool:
 
 @pytest.fixture
 def stub_loader(monkeypatch):
-    """Serve the stub for the default vocabulary path while the real loader is missing."""
+    """Serve the stub for the default vocabulary while the real loader/segmentation is missing."""
     if _has_gpt2_loader():
         return
     real = forma_gui.load_tokenizer
@@ -76,7 +78,7 @@ def test_typing_matches_encode(qtbot, window):
     view = _tokenize_view(window)
     view.editor.clear()
     qtbot.keyClicks(view.editor, "Hello world, it's   42 tokens!")
-    text = view.editor.toPlainText()
+    text = view.mirror.text
     _wait_tokens(qtbot, view, text)
     ids = window.session.tokenizer.encode(text)
     assert view.table.objectName() == "tokenTable"

@@ -1,0 +1,99 @@
+"""The editor's text mirror equals the document's raw text after any sequence of edits."""
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+from PySide6.QtGui import QTextCursor, QTextDocument
+
+from forma_gui.app.text_mirror import TextMirror, raw_text
+from tests.conftest import MAX_EXAMPLES
+
+ALPHABET = st.sampled_from(list("ab \n\t\u00a0\u2028é東😀👩\u200d💻🇯🇵\r"))
+TEXTS = st.lists(ALPHABET, max_size=12).map("".join)
+EDITS = st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), TEXTS), max_size=12)
+
+
+def _units(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _apply(doc: QTextDocument, at: float, span: float, new: str) -> None:
+    """Replace a few characters at a relative position, as typing or pasting would."""
+    text = raw_text(doc)
+    start = int(at * len(text))
+    end = min(len(text), start + int(span * 4))
+    cursor = QTextCursor(doc)  # positions in UTF-16 units, never inside a surrogate pair
+    cursor.setPosition(_units(text[:start]))
+    cursor.setPosition(_units(text[:end]), QTextCursor.KeepAnchor)
+    cursor.insertText(new)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(TEXTS, EDITS)
+def test_mirror_follows_random_edits(qapp, initial, edits):
+    doc = QTextDocument()
+    doc.setPlainText(initial)
+    mirror = TextMirror(doc)
+    for at, span, new in edits:
+        _apply(doc, at, span, new)
+        assert mirror.text == raw_text(doc)
+        assert _units(mirror.text) == doc.characterCount() - 1
+
+
+def test_mirror_keeps_what_to_plain_text_rewrites(qapp):
+    doc = QTextDocument()
+    mirror = TextMirror(doc)
+    QTextCursor(doc).insertText("a\u00a0b\u2028c\nd")
+    assert mirror.text == "a\u00a0b\u2028c\nd"
+    assert doc.toPlainText() != mirror.text  # the reason the mirror exists
+
+
+def test_typing_does_not_reread_the_document(qapp):
+    doc = QTextDocument()
+    doc.setPlainText("😀 " * 1000)
+    mirror = TextMirror(doc)
+    before = mirror.resyncs
+    cursor = QTextCursor(doc)
+    cursor.setPosition(doc.characterCount() - 1)
+    for ch in "hello 👩‍💻":
+        cursor.insertText(ch)
+    cursor.setPosition(2)
+    cursor.deletePreviousChar()
+    assert mirror.text == raw_text(doc)
+    assert mirror.resyncs == before
+    last = mirror.edits[-1]
+    assert (last.start, last.removed, last.added) == (0, 1, 0)
+
+
+@settings(max_examples=max(10, MAX_EXAMPLES // 5), deadline=None)
+@given(TEXTS, st.lists(TEXTS, min_size=1, max_size=6), st.booleans())
+def test_batch_of_insertions_is_spliced_once(qapp, initial, pieces, jump):
+    doc = QTextDocument()
+    doc.setPlainText(initial)
+    mirror = TextMirror(doc)
+    cursor = QTextCursor(doc)
+    cursor.setPosition(_units(initial[:len(initial) // 2]))
+    mirror.begin_batch()
+    for i, piece in enumerate(pieces):
+        if jump and i == 1:  # not contiguous: the batch falls back to re-reading
+            cursor.setPosition(0)
+        cursor.insertText(piece)
+    mirror.end_batch()
+    assert mirror.text == raw_text(doc)
+
+
+def test_huge_paste_goes_in_slices_as_one_undo_step(qtbot):
+    from forma_gui.app.tokenize_view import LARGE_PASTE, TokenInput
+
+    editor = TokenInput()
+    qtbot.addWidget(editor)
+    editor.setPlainText("before")
+    editor.selectAll()
+    text = "\ufeffBOM first, CRLF\r\nline 😀 東京\u00a0nbsp\r" * (LARGE_PASTE // 20)
+    editor.paste_in_slices(text)
+    assert editor.pasting and editor.isReadOnly()
+    qtbot.waitUntil(lambda: not editor.pasting, timeout=60_000)
+    assert not editor.isReadOnly()
+    assert editor.mirror.text == raw_text(editor.document())
+    assert "\u00a0nbsp" in editor.mirror.text
+    editor.document().undo()
+    assert editor.mirror.text == raw_text(editor.document()) == "before"
