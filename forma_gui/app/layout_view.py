@@ -751,6 +751,8 @@ class LayoutView(QWidget):
         self.picker.set_names(names, labels)
         self.set_source(None)
         if weights is None:
+            self.picker.set_names(["demo"])
+            self.picker.set_current("demo")
             self.set_source(demo_source("Q4_0"))   # a new user sees a tensor at once
         elif self.session.tensor in names:
             self.show_tensor(self.session.tensor)
@@ -905,7 +907,12 @@ class LayoutView(QWidget):
     # -- values
     def compute_values(self) -> None:
         """Dequantize the 2-D slice of the current view in the worker, then draw it."""
-        if self.source is None or self.layout_ is None or 0 in tuple(self.layout_.shape):
+        if self.source is None or self.layout_ is None:
+            return
+        if 0 in tuple(self.layout_.shape):
+            self.runner.cancel()
+            self._clear_values()
+            self.slice_label.setText(f"The view {tuple(self.layout_.shape)} is empty: no values.")
             return
         spec = SliceSpec.of(self.layout_)
         cache = self._cache[1] if self._cache and self._cache[0] == self.source.name else None

@@ -51,6 +51,10 @@ def element_offset(a: np.ndarray, base: np.ndarray) -> int:
 
 
 def select(qtbot, view: LayoutView, name: str):
+    """Select `name` and wait for its values (a view opens a file on its first quantized matrix)."""
+    if view.session.tensor == name:
+        qtbot.waitUntil(lambda: view.result is not None and view.result.name == name, timeout=30000)
+        return view.result
     with qtbot.waitSignal(view.values_ready, timeout=30000):
         view.session.select_tensor(name)
     return view.result
@@ -256,3 +260,27 @@ def test_big_endian_f32_values(qtbot, tmp_path):
     assert np.array_equal(view.result.image, data[::-1, 3::7])
     assert shown(view, "byte_strides") == str(data[::-1, 3::7].strides)
     session.weights.close()
+
+
+def test_huge_slices_are_sampled_from_their_blocks(qtbot, view, monkeypatch):
+    """Past FULL_LIMIT only the blocks of every k-th row and column are dequantized."""
+    import forma_gui.app.layout_view as lv
+
+    monkeypatch.setattr(lv, "FULL_LIMIT", 10_000)
+    monkeypatch.setattr(lv, "SAMPLE_SIDE", 64)
+    name = "blk.1.ffn_down.weight"                         # (576, 1536) Q4_1, not cached yet
+    expected = gguf_dequantized(name)
+    result = select(qtbot, view, name)
+    assert result.sample_step == (9, 24) and result.cache is None
+    assert np.array_equal(result.image, expected[::9, ::24])
+    view.transpose()
+    with qtbot.waitSignal(view.values_ready, timeout=30000):
+        view.apply_slice("::-1, 5:")
+    assert np.array_equal(view.result.image, expected.T[::-1, 5:][::24, ::9])
+    assert view.result.stats["max"] == view.result.image.max()
+
+
+def test_empty_slice(qtbot, view):
+    select(qtbot, view, Q4_1_TENSOR)
+    view.apply_slice("5:5")
+    assert shown(view, "shape") == "(0, 1536)" and "empty" in view.slice_label.text()
