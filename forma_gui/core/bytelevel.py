@@ -36,8 +36,8 @@ files) become `unk_id` if one is given and are dropped otherwise, as HF tokenize
 from __future__ import annotations
 
 import unicodedata
-from itertools import chain, repeat
-from operator import itemgetter
+from itertools import accumulate, chain, count, repeat
+from operator import itemgetter, lshift, or_
 from typing import Iterable, Mapping, Sequence
 
 import regex
@@ -54,6 +54,8 @@ from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer
 
 #: entries per cache (pre-token cache and chunk cache) before it is cleared
 CACHE_LIMIT = 1 << 18
+#: batches of new pre-tokens at least this large are cut with numpy
+BATCH = 64
 #: the normalizers a byte-level tokenizer can apply (HF normalizer type -> unicodedata form)
 NORMALIZERS = {"NFC": "NFC", "NFKC": "NFKC", "NFD": "NFD", "NFKD": "NFKD"}
 
@@ -118,12 +120,15 @@ class ByteLevelBPETokenizer(Tokenizer):
                    pattern: str | regex.Pattern | Sequence[str | regex.Pattern] = "gpt2",
                    added_tokens: Sequence[AddedToken] = (), name: str = "",
                    path: str | None = None) -> "ByteLevelBPETokenizer":
-        """Build from a tiktoken rank table {token bytes: rank}; rank == id == merge priority."""
+        """Build from a tiktoken rank table {token bytes: rank}; rank == id == merge priority.
+
+        A dict is used as it is (not copied): do not change it afterwards.
+        """
         self = cls.__new__(cls)
         Tokenizer.__init__(self, name=name, path=path, added_tokens=added_tokens)
-        ranks = dict(ranks)
+        ranks = ranks if type(ranks) is dict else dict(ranks)
         size = max(ranks.values(), default=-1) + 1
-        if ranks and len(ranks) == size and all(map(int.__eq__, ranks.values(), range(size))):
+        if ranks and len(ranks) == size and list(ranks.values()) == list(range(size)):
             token_bytes = list(ranks)  # the usual case: a file sorted by rank, no gaps
         else:
             token_bytes = [b""] * size
@@ -195,6 +200,8 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.add_prefix_space = add_prefix_space
         self._piece_cache: dict[str, tuple[int, ...]] = {}
         self._chunk_cache: dict[str, tuple[int, ...]] = {}
+        self._segment_cache: dict[bytes, tuple[int, ...]] = {}
+        self._pairs: bytes | None = None
         if self._ranks is not None:
             self._encoder_map = self._ranks
             self._model_bytes = self._bytes
@@ -341,28 +348,31 @@ class ByteLevelBPETokenizer(Tokenizer):
             return [i for chunk in chunks for i in self._encode_chunk(chunk)]
 
     def _fill_chunks(self, missing: set[str], first: str, last: str) -> None:
-        """Encode the missing chunks with one regex pass over all of them.
+        """Encode the missing chunks with one regex pass over all of them, then slice.
 
         Every chunk but the text's first starts with a space, and every chunk but its last
-        ends with a non-space, so joined in this order each seam is an exact boundary.
+        ends with a non-space, so joined in this order each seam is an exact boundary: the
+        pre-tokens ending at the seams tell which pre-tokens make up each chunk.
         """
         order = [first] if first in missing else []
         order += missing.difference((first, last))
         if last in missing and last != first:
             order.append(last)
-        pieces = iter(self._patterns[0].findall("".join(order)))
-        get, encode, cache = self._piece_cache.get, self.encode_pretoken, self._chunk_cache
-        for chunk in order:
-            ids: list[int] = []
-            left = len(chunk)
-            while left > 0:
-                piece = next(pieces)
-                left -= len(piece)
-                cached = get(piece)
-                ids += encode(piece) if cached is None else cached
-            if left:  # a pre-token crossed a seam: the pattern is not space-safe after all
-                raise RuntimeError(f"pattern {self._patterns[0].pattern!r} is not space-safe")
-            cache[chunk] = tuple(ids)
+        pieces = self._patterns[0].findall("".join(order))
+        cache = self._piece_cache
+        self._encode_batch(list(set(pieces).difference(cache)))
+        try:
+            ids = list(map(cache.__getitem__, pieces))
+        except KeyError:  # the pre-token cache overflowed meanwhile
+            ids = list(map(self.encode_pretoken, pieces))
+        piece_count = dict(zip(accumulate(map(len, pieces)), count(1)))
+        try:
+            stops = list(map(piece_count.__getitem__, accumulate(map(len, order))))
+        except KeyError:  # a pre-token crossed a seam: the pattern is not space-safe after all
+            raise RuntimeError(f"pattern {self._patterns[0].pattern!r} is not space-safe") from None
+        chunks = self._chunk_cache
+        for chunk, start, stop in zip(order, [0, *stops], stops):
+            chunks[chunk] = tuple(chain.from_iterable(ids[start:stop]))
 
     def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._piece_cache.get
@@ -376,13 +386,91 @@ class ByteLevelBPETokenizer(Tokenizer):
         """Forget cached pre-token and chunk encodings (benchmarks measure cold starts with it)."""
         self._piece_cache.clear()
         self._chunk_cache.clear()
+        self._segment_cache.clear()
 
     def _bpe(self, data: bytes) -> list[int]:
-        """BPE over the bytes of one pre-token -> ids."""
+        """BPE over the bytes of one pre-token -> ids.
+
+        The pre-token is first cut where two neighbouring bytes appear together in no token:
+        no merge can ever join across such a place, so the parts merge independently, and
+        the parts (a CJK character in GPT-2's vocabulary, a syllable) recur and are cached.
+        """
         if self._ignore_merges:
             token = self._encoder.get(data)
             if token is not None:
                 return [token]
+        cuts = self._cuts(data) if len(data) > 2 else None
+        if not cuts:
+            return self._merge(data)
+        get, out = self._segment_cache.get, []
+        for start, end in zip([0, *cuts], [*cuts, len(data)]):
+            part = data[start:end]
+            ids = get(part)
+            if ids is None:
+                ids = tuple(self._merge(part))
+                if len(self._segment_cache) >= CACHE_LIMIT:
+                    self._segment_cache.clear()
+                self._segment_cache[part] = ids
+            out += ids
+        return out
+
+    def _cuts(self, data: bytes) -> list[int]:
+        """Offsets between bytes that no token has next to each other ([] if none or unsafe)."""
+        table = self._pair_table()
+        if table is None:
+            return []
+        flags = bytes(map(table.__getitem__, map(or_, map(lshift, data[:-1], repeat(8)), data[1:])))
+        cuts, at = [], flags.find(0)
+        while at >= 0:
+            cuts.append(at + 1)
+            at = flags.find(0, at + 1)
+        return cuts
+
+    def _encode_batch(self, pieces: list[str]) -> None:
+        """Encode many pre-tokens the cache lacks at once: the same as encode_pretoken on each,
+        with the cuts for all of them found in one numpy pass and the parts merged once each."""
+        table = self._pair_table()
+        if len(pieces) < BATCH or table is None:
+            for piece in pieces:
+                self.encode_pretoken(piece)
+            return
+        cache = self._piece_cache
+        if len(cache) + len(pieces) > CACHE_LIMIT:
+            cache.clear()
+        datas = list(map(utf8, pieces))
+        if self._ignore_merges:
+            whole = list(map(self._encoder.get, datas))
+            cache.update((p, (t,)) for p, t in zip(pieces, whole) if t is not None)
+            pieces = [p for p, t in zip(pieces, whole) if t is None]
+            datas = [d for d, t in zip(datas, whole) if t is None]
+        parts, bounds = _cut_all(datas, table)
+        part_ids = self._part_ids(parts)
+        for piece, start, stop in zip(pieces, bounds, bounds[1:]):
+            cache[piece] = tuple(chain.from_iterable(part_ids[start:stop]))
+
+    def _part_ids(self, parts: list[bytes]) -> list[tuple[int, ...]]:
+        """The ids of each part, merging each distinct part once (cached)."""
+        known = self._segment_cache
+        if len(known) + len(parts) > CACHE_LIMIT:
+            known.clear()
+        for part in set(parts).difference(known):
+            known[part] = tuple(self._merge(part))
+        return list(map(known.__getitem__, parts))
+
+    def _pair_table(self) -> bytes | None:
+        """65536 flags: 1 if byte pair (a << 8 | b) occurs inside some token (built on first use).
+
+        None when cutting would not be exact: a byte missing from the vocabulary is dropped
+        (or becomes unk), which joins (or separates) its neighbours in a way cuts cannot see.
+        """
+        if self._pairs is None:
+            complete = (all(bytes([b]) in self._encoder for b in range(256)) if self._ranks is not None
+                        else None not in self._byte_ids)
+            self._pairs = _inner_pairs(self._model_bytes) if complete else b""
+        return self._pairs or None
+
+    def _merge(self, data: bytes) -> list[int]:
+        """The merge loop proper over one pre-token or part."""
         if self._ranks is not None:
             return self._bpe_ranked(data)
         symbols = list(map(self._byte_ids.__getitem__, data))
@@ -516,6 +604,42 @@ def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):
         if strict:
             raise MergeError(problem, rank)
     return (ranks, *columns)
+
+
+def _cut_all(datas: list[bytes], table: bytes) -> tuple[list[bytes], list[int]]:
+    """Cut every byte string where `table` says no token has the two bytes together.
+
+    Returns all the parts in order, and for string k the part index range bounds[k]:bounds[k+1].
+    """
+    import numpy as np
+
+    joined = b"".join(datas)
+    data = np.frombuffer(joined, dtype=np.uint8)
+    ends = np.cumsum(np.fromiter(map(len, datas), dtype=np.int64, count=len(datas)))
+    cut = np.zeros(len(data) + 1, dtype=bool)                # (n + 1,): a part starts/ends here
+    cut[0] = True
+    cut[ends] = True
+    if len(data) > 1:
+        codes = data[:-1].astype(np.int32) << 8 | data[1:]  # (n - 1,) neighbouring byte pairs
+        cut[1:-1] |= np.frombuffer(table, dtype=np.uint8)[codes] == 0
+    positions = np.flatnonzero(cut)
+    bounds = np.searchsorted(positions, np.concatenate(([0], ends))).tolist()
+    offsets = positions.tolist()
+    return [joined[a:b] for a, b in zip(offsets, offsets[1:])], bounds
+
+
+def _inner_pairs(token_bytes: list[bytes]) -> bytes:
+    """65536 flags: which byte pairs (a << 8 | b) occur next to each other inside some token."""
+    import numpy as np
+
+    lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
+    data = np.frombuffer(b"".join(token_bytes), dtype=np.uint8).astype(np.int32)
+    codes = data[:-1] << 8 | data[1:]                    # (n_bytes - 1,) every neighbouring pair
+    inside = np.ones(len(codes), dtype=bool)
+    inside[np.cumsum(lengths)[:-1][lengths[:-1] > 0] - 1] = False  # pairs across two tokens
+    table = np.zeros(1 << 16, dtype=np.uint8)
+    table[codes[inside]] = 1
+    return table.tobytes()
 
 
 def _pack(high: Sequence[int], low: Sequence[int], shift: int) -> list[int]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import binascii
 import os
-from itertools import repeat
 import sys
 from pathlib import Path
 
@@ -32,6 +31,8 @@ SPECIAL_TOKENS: dict[str, dict[str, int]] = {
 
 _STRICT = sys.version_info >= (3, 11)  # a2b_base64(strict_mode=) is new in 3.11
 _BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+_NOT_SEPARATOR = bytes(b for b in range(256) if b not in b" \n")
+_BASE64_OR_SEPARATOR = _BASE64 + b" \n"
 
 
 def load_tiktoken(path: str | os.PathLike, *, pattern: str | None = None) -> ByteLevelBPETokenizer:
@@ -45,7 +46,7 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str | None = None) -> Byt
         raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
     ranks = parse_ranks(data, path)
     specials = [AddedToken(content, token_id) for content, token_id in SPECIAL_TOKENS.get(encoding, {}).items()
-                if token_id not in _rank_ids(ranks)]
+                if token_id not in ranks.values()]
     try:
         return ByteLevelBPETokenizer.from_ranks(ranks, pattern=source, added_tokens=specials,
                                                 name=encoding, path=str(path))
@@ -70,11 +71,6 @@ def _pattern_for(path: Path, encoding: str, pattern: str | None) -> str:
                       + ", ".join(PATTERNS) + ", or a regex)", path=path)
 
 
-def _rank_ids(ranks: dict[bytes, int]) -> set[int] | range:
-    values = ranks.values()
-    return range(len(ranks)) if ranks and max(values) == len(ranks) - 1 else set(values)
-
-
 def parse_ranks(data: bytes, path: str | os.PathLike = "<bytes>") -> dict[bytes, int]:
     """``BASE64 RANK`` lines -> {token bytes: rank}; FormatError names the first bad line.
 
@@ -90,20 +86,25 @@ def parse_ranks(data: bytes, path: str | os.PathLike = "<bytes>") -> dict[bytes,
 
 
 def _parse_canonical(data: bytes) -> dict[bytes, int] | None:
-    """The fast path, or None if the file is not exactly ``BASE64 RANK\n`` lines or has duplicates."""
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
+    """The fast path, or None if the file is not exactly ``BASE64 RANK\\n`` lines or has duplicates.
+
+    Exactness without a per-line loop: the file holds only base64 characters, spaces and
+    newlines, and the separators left after deleting everything else read `` \\n`` once per
+    line, so every line is one field, a space, one field, a newline.
+    """
     fields = data.split()
-    if (len(fields) != 2 * len(lines) or set(map(bytes.count, lines, repeat(b" "))) - {1}
-            or not b"".join(fields[1::2]).isdigit() or b"".join(fields[0::2]).translate(None, _BASE64)):
+    pairs = len(fields) // 2
+    tokens, numbers = fields[0::2], fields[1::2]
+    if (len(fields) != 2 * pairs or data.translate(None, _BASE64_OR_SEPARATOR)
+            or data.translate(None, _NOT_SEPARATOR) != b" \n" * pairs
+            or not all(map(bytes.isdigit, numbers))):
         return None
     try:
-        tokens = list(map(binascii.a2b_base64, fields[0::2]))
+        decoded = list(map(binascii.a2b_base64, tokens))
     except binascii.Error:
         return None
-    ranks = dict(zip(tokens, map(int, fields[1::2])))
-    if len(ranks) != len(tokens) or len(set(ranks.values())) != len(tokens):
+    ranks = dict(zip(decoded, map(int, numbers)))
+    if len(ranks) != pairs or len(set(ranks.values())) != pairs:
         return None
     return ranks
 

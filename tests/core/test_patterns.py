@@ -60,7 +60,20 @@ def test_space_cut_is_exact_for_safe_patterns(source, text):
     assert "".join(whole) == text  # the named patterns match every character
 
 
+def test_isspace_table_is_complete():
+    assert pats.ISSPACE == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+
+
+@settings(max_examples=MAX_EXAMPLES)
+@given(text=_TEXT)
+def test_space_cut_equals_the_regex_reference(text):
+    import re
+
+    assert pats.chunk_at_spaces(text) == re.split(r"(?<=\S)(?= )", text)
+
+
 def test_space_cut_examples():
     assert pats.chunk_at_spaces("a  b c\n d") == ["a", "  b", " c\n d"]
     assert pats.chunk_at_spaces("") == [""]
     assert pats.chunk_at_spaces(" x") == [" x"]
+    assert pats.chunk_at_spaces("  a b\ufffd\uffff c") == ["  a", " b\ufffd\uffff", " c"]
