@@ -341,6 +341,19 @@ class LlamaBPETokenizer(LlamaTokenizer):
                 self._missing = frozenset(c for c in BYTE_TO_UNICODE.values() if c not in ids)
             return self._inner
 
+    def token_score(self, token_id: int) -> float | None:
+        """The vocabulary's score if it has scores, else the rank of the first merge that
+        makes the token (None for bytes and special tokens)."""
+        if self.vocab.scores is not None:
+            return self.vocab.score(token_id)
+        ranks = getattr(self, "_made_by", None)
+        if ranks is None:
+            from operator import methodcaller
+
+            made = map(methodcaller("replace", " ", "", 1), reversed(self.merges))
+            ranks = self._made_by = dict(zip(made, range(len(self.merges) - 1, -1, -1)))
+        return ranks.get(self.vocab.tokens[token_id])
+
     def _rank_table(self) -> dict[str, int]:
         """"left right" -> rank; the first listing wins, as std::unordered_map::emplace."""
         if self._ranks is None:

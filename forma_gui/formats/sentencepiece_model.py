@@ -158,8 +158,9 @@ def _decode_pieces(model: ModelProto, data: bytes, bodies: array,
     at = np.minimum(score_at, end)
     fast = ((body >= 0) & (arr[safe] == 0x0A) & (plen < 0x80) & (plen > 0)
             & (score_at + 5 <= stop) & (arr[at] == 0x15))
-    kind = np.where(score_at + 5 == stop, 1, arr[np.minimum(at + 5, end)])
-    fast &= (score_at + 5 == stop) | ((score_at + 7 == stop) & (arr[np.minimum(at + 4, end)] == 0x18)
+    tag = np.minimum(at + 5, end)  # the optional type field: tag 0x18, then a one-byte value
+    kind = np.where(score_at + 5 == stop, 1, arr[tag + 1])
+    fast &= (score_at + 5 == stop) | ((score_at + 7 == stop) & (arr[tag] == 0x18)
                                        & (kind >= 1) & (kind <= 6))
     scores = arr[at[:, None] + np.arange(1, 5)].copy().view("<f4").ravel()
     model.pieces = [data[b:e].decode("utf-8", "surrogateescape") if ok else ""

@@ -162,3 +162,22 @@ def test_unknown_enum_values_keep_the_default(tmp_path):
 def test_unreadable_path(tmp_path):
     with pytest.raises(FormatError):
         load_sentencepiece(tmp_path / "missing.model")
+
+
+def test_usual_layout_takes_the_vectorized_path(monkeypatch):
+    """Pieces laid out the usual way never reach the one-by-one parser (it is ~20x slower);
+    only the few without a score field (botchan's <unk>, <s>, </s>) do."""
+    import forma_gui.formats.sentencepiece_model as module
+
+    slow: list[int] = []
+    original = module._parse_piece
+
+    def spy(raw, index, offset, path):
+        slow.append(index)
+        return original(raw, index, offset, path)
+
+    monkeypatch.setattr(module, "_parse_piece", spy)
+    for name in MODELS:
+        slow.clear()
+        tok = load_sentencepiece(data_file("sentencepiece", name))
+        assert len(slow) <= 3 and tok.vocab_size > 999
