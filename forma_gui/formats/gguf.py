@@ -14,8 +14,10 @@ UTF-8 (partial characters of byte-level BPE), and this keeps every byte;
 ``s.encode("utf-8", "surrogateescape")`` gives the stored bytes back exactly.
 
 Every count and length is checked against the bytes left in the file before anything is
-allocated, so a hostile header costs at most a small multiple of the file size. Only
-`FormatError` is raised for bad input. Opening reads the header pages only, never tensor data.
+allocated, so a hostile header costs at most a small multiple of the file size; and a header
+may take at most `MAX_HEADER_BYTES`, so that even a multi-GB file costs bounded time and
+memory. Only `FormatError` is raised for bad input. Opening reads the header pages only,
+never tensor data.
 """
 from __future__ import annotations
 
@@ -37,6 +39,10 @@ DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4            # GGML_MAX_DIMS: ggml refuses tensors with more dimensions
 MAX_ARRAY_DEPTH = 16    # arrays of arrays nest this deep at most (real files use 2)
 INT64_MAX = 2**63 - 1   # ggml stores element counts as int64
+#: metadata + tensor infos end within this many bytes; the largest real headers (150k
+#: tokens + 280k merges, or 262k tokens with scores and types) take under 10 MiB. Without
+#: it, a count in a 10 GB file could make the reader allocate and walk gigabytes.
+MAX_HEADER_BYTES = 64 * 2**20
 
 #: GGUF value type id -> (name, struct code); None for the variable-length types
 VALUE_TYPES: dict[int, tuple[str, str | None]] = {
@@ -67,7 +73,9 @@ class _Reader:
 
     def __init__(self, buf: Any, path: str, order: str) -> None:
         self.buf = buf          # mmap (or bytes): supports slicing and struct.unpack_from
-        self.end = len(buf)
+        self.end = min(len(buf), MAX_HEADER_BYTES)
+        self.room = "the file" if self.end == len(buf) else \
+            f"the first {MAX_HEADER_BYTES >> 20} MiB (the most a GGUF header may take)"
         self.path = path
         self.order = order      # "<" or ">"
         self.pos = 0
@@ -82,7 +90,7 @@ class _Reader:
         """Refuse to go on unless `n` more bytes exist."""
         if n < 0 or self.pos + n > self.end:
             raise self.fail(f"expected {what} ({n} bytes), but only {self.end - self.pos} "
-                            "bytes are left in the file")
+                            f"bytes are left in {self.room}")
 
     def scalar(self, code: str, what: str) -> Any:
         s = self.structs[code]
@@ -103,7 +111,7 @@ class _Reader:
         n = self.u64(f"{what} count")
         left = self.end - self.pos
         if n * min_item_bytes > left:
-            raise self.fail(f"{what} count {n} cannot fit in the {left} bytes left in the file "
+            raise self.fail(f"{what} count {n} cannot fit in the {left} bytes left in {self.room} "
                             f"(each takes at least {min_item_bytes} bytes)", start)
         return n
 
@@ -117,7 +125,7 @@ class _Reader:
         start = self.pos
         n = self.u64(f"{what} length")
         if n > self.end - self.pos:
-            raise self.fail(f"{what} length {n} runs past the end of the file "
+            raise self.fail(f"{what} length {n} runs past the end of {self.room} "
                             f"({self.end - self.pos} bytes left)", start)
         text = self.buf[self.pos:self.pos + n].decode("utf-8", "surrogateescape")
         self.pos += n
