@@ -14,7 +14,8 @@ import sys
 import time
 
 #: benchmark modules, run in this order
-BENCHMARKS = ("encode", "incremental", "load", "open_gguf", "dequant", "train", "app")
+BENCHMARKS = ("encode", "incremental", "load", "open_gguf", "dequant", "train", "app",
+              "tokenizer_load")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
