@@ -267,6 +267,24 @@ def test_block_scales_q4_0_reproduce_the_dequantizer():
     assert same_bits(quant.dequantize(raw, "Q4_0"), expected)
 
 
+def test_block_scales_q4_k_and_q6_k_reproduce_the_dequantizer():
+    raw = random_blocks("Q4_K", 200, seed=22)
+    s = quant.block_scales(raw, "Q4_K")
+    qs = raw[:, 16:].reshape(-1, 4, 32)                  # ggml: 4 x (32 low nibbles, 32 high)
+    q = np.stack([qs & 15, qs >> 4], axis=2).reshape(-1, 8, 32).astype(np.float32)
+    d = s["d"][:, None] * s["scales"].astype(np.float32)
+    m = s["dmin"][:, None] * s["mins"].astype(np.float32)
+    assert same_bits(quant.dequantize(raw, "Q4_K"), d[:, :, None] * q - m[:, :, None])
+    raw = random_blocks("Q6_K", 200, seed=23)
+    s = quant.block_scales(raw, "Q6_K")
+    ql, qh = raw[:, :128].reshape(-1, 2, 64), raw[:, 128:192].reshape(-1, 2, 32)
+    low = np.stack([ql & 15, ql >> 4], axis=2).reshape(-1, 2, 4, 32)
+    high = np.stack([(qh >> k) & 3 for k in (0, 2, 4, 6)], axis=2)    # (n, 2, 4, 32)
+    q = ((low | (high << 4)).astype(np.int32) - 32).reshape(-1, 16, 16).astype(np.float32)
+    d = s["d"][:, None] * s["scales"].astype(np.float32)
+    assert same_bits(quant.dequantize(raw, "Q6_K"), d[:, :, None] * q)
+
+
 @pytest.mark.parametrize("dtype", ["Q4_1", "Q5_1"])
 def test_block_scales_affine_types_have_d_and_m(dtype):
     raw = random_blocks(dtype, 100, seed=11)
@@ -295,7 +313,7 @@ def test_block_scales_q6_k_q2_k_q3_k_iq4_xs():
     assert np.array_equal(s["scales"], raw[:, :16] & 15) and np.array_equal(s["mins"], raw[:, :16] >> 4)
     raw = random_blocks("Q3_K", 50, seed=15)
     s = quant.block_scales(raw, "Q3_K")
-    packed = raw[:, 96:108].astype(np.int32)          # ggml: kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f
+    packed = raw[:, 96:108].astype(np.int32)          # low 4 bits in bytes 0-7, top 2 in 8-11
     j = np.arange(16)
     low = np.where(j < 8, packed[:, j % 8] & 15, packed[:, j % 8] >> 4)
     high = (packed[:, 8 + j % 4] >> (2 * (j // 4))) & 3
