@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, settings, strategies as st
 
 from forma_gui.core import bytelevel
 from forma_gui.core.byte_map import BYTE_TO_UNICODE
@@ -13,6 +13,8 @@ from tests.conftest import MAX_EXAMPLES, data_file
 from tests.corpus import CORPUS, TEXT
 
 BYTES = [BYTE_TO_UNICODE[b] for b in range(256)]
+# enough distinct words to take the batched (numpy) path for new pre-tokens
+st_lists_of_text = st.lists(TEXT, min_size=bytelevel.BATCH, max_size=3 * bytelevel.BATCH)
 
 
 def _tiny(**kwargs) -> ByteLevelBPETokenizer:
@@ -133,3 +135,23 @@ def test_unknown_bytes_dropped_or_unk():
     assert ByteLevelBPETokenizer(pieces, ["a b"]).encode("abc") == [2]
     assert ByteLevelBPETokenizer(pieces, ["a b"], unk_id=3).encode("abcc") == [2, 3, 3]
     assert ByteLevelBPETokenizer(pieces, ["a b"], unk_id=3, fuse_unk=True).encode("abcc") == [2, 3]
+
+
+@pytest.fixture(scope="module")
+def r50k():
+    return load_tokenizer(data_file("tiktoken", "r50k_base.tiktoken"))
+
+
+@settings(max_examples=max(10, MAX_EXAMPLES // 5), deadline=None)
+@given(words=st_lists_of_text)
+def test_cuts_and_batches_equal_plain_merging(gpt2, r50k, words):
+    # Cutting at byte pairs no token holds, caching the parts, and batching new pre-tokens
+    # through numpy must give what merging each whole pre-token gives.
+    text = " ".join(words)
+    for tok in (gpt2, r50k):
+        tok.clear_cache()
+        prepared = tok.prepare(text)
+        pieces = [prepared[s:e] for s, e in tok.pre_tokenize(prepared)]
+        whole = [tok._encoder.get(p.encode()) if tok._ignore_merges else None for p in pieces]
+        expected = [i for p, w in zip(pieces, whole) for i in ([w] if w is not None else tok._merge(p.encode()))]
+        assert tok.encode(text) == expected
