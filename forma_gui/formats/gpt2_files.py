@@ -9,13 +9,13 @@ as tiktoken's data-gym loader and HF's GPT-2 tokenizer treat them.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from forma_gui.core.bytelevel import ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError
+from forma_gui.formats.json_text import parse_json
 
 JSON_NAMES = ("vocab.json", "encoder.json")
 MERGES_NAMES = ("merges.txt", "vocab.bpe")
@@ -61,13 +61,10 @@ def _starts_with_brace(path: Path) -> bool:
 def read_vocab(path: Path) -> dict[str, int]:
     """The JSON {piece: id} map, checked: string keys, non-negative integer ids."""
     try:
-        vocab = json.loads(path.read_bytes())
+        data = path.read_bytes()
     except OSError as e:
         raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    except UnicodeDecodeError as e:
-        raise FormatError("not UTF-8 text", path=path, offset=e.start) from None
-    except json.JSONDecodeError as e:
-        raise FormatError(f"invalid JSON: {e.msg}", path=path, line=e.lineno) from None
+    vocab = parse_json(data, path)
     if not isinstance(vocab, dict) or not vocab:
         raise FormatError("expected a JSON object mapping pieces to ids", path=path)
     bad = next((k for k, v in vocab.items() if type(v) is not int or v < 0), None)

@@ -13,7 +13,6 @@ Lowercase/Replace normalizers, BPE without ByteLevel) is a FormatError that name
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from forma_gui.core import patterns as pats
 from forma_gui.core.bytelevel import NORMALIZERS, ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError
+from forma_gui.formats.json_text import parse_json
 
 
 def load_hf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> ByteLevelBPETokenizer:
@@ -55,13 +55,10 @@ def load_hf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) ->
 
 def _read_json(path: Path) -> dict:
     try:
-        obj = json.loads(path.read_bytes())
+        data = path.read_bytes()
     except OSError as e:
         raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    except UnicodeDecodeError as e:
-        raise FormatError("not UTF-8 text", path=path, offset=e.start) from None
-    except json.JSONDecodeError as e:
-        raise FormatError(f"invalid JSON: {e.msg}", path=path, line=e.lineno) from None
+    obj = parse_json(data, path)
     if not isinstance(obj, dict):
         raise FormatError("expected a JSON object at the top level", path=path)
     return obj

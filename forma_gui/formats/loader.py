@@ -6,12 +6,12 @@ kind to "module:function". Files are recognised by their first bytes, never by n
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forma_gui.errors import FormatError
+from forma_gui.formats.json_text import parse_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from forma_gui.core.tokenizer import Tokenizer
@@ -89,10 +89,7 @@ def _sniff_json(path: Path, head: bytes) -> str:
     if '"model"' in text or '"added_tokens"' in text or '"truncation"' in text:
         return "hf-json"
     if os.path.getsize(path) <= len(head):
-        try:
-            obj = json.loads(head)
-        except ValueError as e:
-            raise FormatError(f"invalid JSON: {e}", path=path) from e
+        obj = parse_json(head, path)
         if isinstance(obj, dict) and "model" in obj:
             return "hf-json"
     return "gpt2-json"

@@ -10,7 +10,6 @@ All data is little-endian. The file is memory-mapped; opening reads the header o
 """
 from __future__ import annotations
 
-import json
 import math
 import mmap
 import os
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from forma_gui.errors import FormatError
+from forma_gui.formats.json_text import parse_json
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo
 
 #: safetensors dtype -> numpy storage, little-endian explicitly (as safetensors' numpy.py);
@@ -78,15 +78,7 @@ class SafetensorsFile:
         return self._parse_json(self._file.read(n))
 
     def _parse_json(self, text: bytes) -> dict[str, Any]:
-        try:
-            header = json.loads(text.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            raise self._fail("expected a UTF-8 JSON header",
-                             HEADER_LENGTH_BYTES + e.start) from None
-        except json.JSONDecodeError as e:
-            raise self._fail(f"invalid JSON header: {e.msg}", HEADER_LENGTH_BYTES + e.pos) from None
-        except RecursionError:
-            raise self._fail("JSON header nested too deeply", HEADER_LENGTH_BYTES) from None
+        header = parse_json(text, self.path, base=HEADER_LENGTH_BYTES)
         if not isinstance(header, dict):
             raise self._fail("expected the header to be a JSON object", HEADER_LENGTH_BYTES)
         return header

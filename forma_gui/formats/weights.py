@@ -7,7 +7,6 @@ absolute offset) and hands out zero-copy views of their bytes (`raw`) or float32
 """
 from __future__ import annotations
 
-import json
 import os
 import struct
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 
 from forma_gui.core.ggml_types import GGML_TYPES
 from forma_gui.errors import FormatError
+from forma_gui.formats.json_text import parse_json
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo, storage_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -309,15 +309,10 @@ def _read_index(path: Path) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_INDEX_BYTES:
             raise FormatError(f"index larger than {MAX_INDEX_BYTES} bytes", path=path, offset=0)
-        index = json.loads(path.read_bytes().decode("utf-8"))
+        data = path.read_bytes()
     except OSError as e:
         raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    except UnicodeDecodeError as e:
-        raise FormatError("expected UTF-8 JSON", path=path, offset=e.start) from None
-    except json.JSONDecodeError as e:
-        raise FormatError(f"invalid JSON: {e.msg}", path=path, offset=e.pos) from None
-    except RecursionError:
-        raise FormatError("JSON nested too deeply", path=path, offset=0) from None
+    index = parse_json(data, path)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(
             isinstance(v, str) for v in weight_map.values()):

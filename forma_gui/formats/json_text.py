@@ -1,0 +1,51 @@
+"""`parse_json`: JSON text -> Python objects, with every failure a FormatError.
+
+`json.loads` fails in more ways than `JSONDecodeError`: bytes that are not UTF-8
+(`UnicodeDecodeError`), nesting deeper than the interpreter's recursion limit (about 1,000
+levels: `RecursionError`), and integers longer than Python's 4,300-digit conversion limit
+(a bare `ValueError`). Each becomes a FormatError naming the byte offset and line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from forma_gui.errors import FormatError
+
+#: longer digit runs cannot be converted (sys.get_int_max_str_digits(), 4300 by default)
+_LONG_NUMBER = re.compile(rb"[0-9]{4301,}")
+
+
+def parse_json(data: bytes, path: str | os.PathLike, *, base: int = 0) -> Any:
+    """Parse UTF-8 JSON `data`; `base` is the file offset of its first byte.
+
+    >>> parse_json(b'{"a": [1, 2]}', "t.json")
+    {'a': [1, 2]}
+    >>> parse_json(b'[1, 2', "t.json")
+    Traceback (most recent call last):
+    ...
+    forma_gui.errors.FormatError: t.json: at byte 5: line 1: invalid JSON: Expecting ',' delimiter
+    """
+    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte order mark, as Windows editors write
+        data, base = data[3:], base + 3
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError("expected UTF-8 text", path=path, offset=base + e.start,
+                          line=data.count(b"\n", 0, e.start) + 1) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        at = len(text[:e.pos].encode("utf-8"))
+        raise FormatError(f"invalid JSON: {e.msg}", path=path, offset=base + at,
+                          line=e.lineno) from None
+    except RecursionError:
+        raise FormatError("JSON nested too deeply (about 1,000 levels at most)", path=path,
+                          offset=base) from None
+    except ValueError as e:  # an integer too long to convert
+        hit = _LONG_NUMBER.search(data)
+        at = hit.start() if hit else 0
+        raise FormatError(f"invalid JSON: {e}".split(";")[0], path=path, offset=base + at,
+                          line=data.count(b"\n", 0, at) + 1) from None
