@@ -1,0 +1,557 @@
+"""Live re-tokenization: after an edit, re-encode only the pre-tokens the edit can affect.
+
+`IncrementalEncoder(tokenizer, text)` holds a document's token ids and their character spans
+as flat arrays (`ids`, `starts`, `ends`, `flags`: the GUI's TokenStore layout). After
+`apply_edit(start, removed_len, inserted_text)`, `ids == tokenizer.encode(text, special=...)`
+and the spans equal `tokenizer.segment(...)`'s, at a cost that depends on the size of the edit,
+not of the document.
+
+Why a small region suffices (byte-level BPE, one pre-tokenizer regex from VERIFIED):
+
+* Pre-tokenization is a findall of the pattern, and the ids are the concatenated BPE of each
+  pre-token (see bytelevel.py). The VERIFIED patterns have no look-behind, so the matches from
+  a pre-token boundary p on depend only on text[p:].
+* A *cut* is a position r whose two neighbouring characters alone guarantee (1) r is a
+  pre-token boundary, whatever the rest of the text, and (2) the pre-tokens before r depend only
+  on text[:r + 1]. CUT_RULES lists such character pairs (the reasoning is in CUT_RULES's
+  comments; tests/core/test_incremental.py checks (1) and (2) on random text).
+* With r the last cut before the edit and q the first cut after it, both between unchanged
+  characters, the pre-tokens before r and after q (shifted) are unchanged, and only text[r:q]
+  is pre-tokenized and encoded again (the tokenizer's pre-token cache makes the BPE nearly free).
+
+Special tokens (special=True) cut the text into ordinary segments encoded on their own. They
+match leftmost-longest, so a match at p depends only on text[p:p + longest]: the scan restarts
+`longest` characters before the edit and runs until no old or new match straddles the same
+(shifted) point after it; from there the old matches stand. Segment ends count as cuts.
+
+The text lives in `TextBlocks`: copying a 1 MB str of Cyrillic already costs over 1 ms here.
+
+Where the shortcut is not provably right the encoder re-encodes everything (`full_encodes`
+counts it), so the result is always exact:
+
+* always (`reason` says why): tokenizers other than ByteLevelBPETokenizer (SentencePiece,
+  WordPiece), a regex outside VERIFIED (custom ones, several Split stages); with special=True,
+  added tokens with lstrip/rstrip/single_word/normalized flags, or add_prefix_space;
+* while the text has lone surrogates, or the tokenizer's normalizer (NFC, NFKC, ...) would
+  change it (prepare() then rewrites the text, so offsets no longer line up);
+* for one edit, when the region's token bytes differ from its text bytes (a vocabulary that
+  lacks some byte and drops it or maps it to unk).
+"""
+from __future__ import annotations
+
+import unicodedata
+import weakref
+from array import array
+from bisect import bisect_left, bisect_right
+from typing import TYPE_CHECKING, NamedTuple
+
+import regex
+
+from forma_gui.core import patterns as pats
+from forma_gui.core.tokenizer import Token
+
+if TYPE_CHECKING:  # pragma: no cover
+    from forma_gui.core.tokenizer import Tokenizer
+
+#: flag bits per token (the same values as app.token_store)
+PARTIAL = 1
+SPECIAL = 2
+
+#: regex sources the cut rules were checked for (every one matches every character, and
+#: none looks behind)
+VERIFIED: frozenset[str] = frozenset(
+    [pats.PATTERNS[name] for name in ("gpt2", "cl100k", "o200k", "llama3", "qwen2")]
+    + [pats.HF_BYTELEVEL_REGEX])
+
+#: character pairs (before, after) at which every VERIFIED pattern always cuts. In each of them
+#: a pre-token can only start with an optional U+0020 (gpt2), or an optional character that is
+#: not CR, LF, a letter or a digit (cl100k, o200k, llama3, qwen2), or an apostrophe
+#: (contractions); digit runs never take a prefix in cl100k/o200k/llama3/qwen2, and no
+#: alternative continues past a character outside its own class. For (2): a match looks at most
+#: one character past its own run (`\s+(?!\S)`, `\s++$`, the end of `\p{L}++`, `\p{N}++`,
+#: `[\r\n]*`), or up to three past an apostrophe, which these pairs rule out at r.
+CUT_RULES: dict[str, str] = {
+    # SPACE_SAFE's own rule: nothing runs from a non-space across a following space
+    "space after a non-space": r"(?<=\S)(?= )",
+    # digit runs take nothing but digits; "'" then a digit is no contraction
+    "digit, then a non-digit": r"(?<=\p{N})(?=\P{N})",
+    # only U+0020 may lead a digit (gpt2's " ?\p{N}"); the others take no prefix at all
+    "non-digit other than U+0020, then a digit": r"(?<=[^ \p{N}])(?=\p{N})",
+    # CR/LF are excluded from every letter prefix; whitespace runs stop at the letter
+    "CR or LF, then a letter": r"(?<=[\r\n])(?=\p{L})",
+    # letter runs end at punctuation; "'" (o200k contractions) and marks (o200k letters) excluded
+    "letter, then punctuation": r"(?<=\p{L})(?=[^\s\p{L}\p{N}\p{M}'])",
+    # ... and at whitespace, which only ever leads a pre-token
+    "letter, then whitespace": r"(?<=\p{L})(?=\s)",
+}
+CUT = regex.compile("|".join(CUT_RULES.values()))
+CUT_BACKWARD = regex.compile("|".join(CUT_RULES.values()), regex.REVERSE)
+#: first window (characters) searched for a cut; doubled until one is found
+CUT_WINDOW = 64
+_SURROGATE = regex.compile("[\ud800-\udfff]")
+_ASCII = regex.compile("[\x00-\x7f]")
+_ASCII_BACKWARD = regex.compile("[\x00-\x7f]", regex.REVERSE)
+#: token byte length per id, per tokenizer (built once, for vectorized spans)
+_BYTE_LENGTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class Splice(NamedTuple):
+    """What the last edit did to the token list: tokens[first:first + removed] -> `added` tokens."""
+
+    first: int
+    removed: int
+    added: int
+
+
+class TextBlocks:
+    """A long str kept as ~4K-character blocks, so that an edit copies a block, not the text.
+
+    >>> t = TextBlocks("hello world"); t.replace(5, 6, ", "); str(t)
+    'hello, world'
+    """
+
+    SIZE = 4096
+
+    def __init__(self, text: str = "") -> None:
+        self.set(text)
+
+    def set(self, text: str) -> None:
+        n = self.SIZE
+        self._blocks = [text[i:i + n] for i in range(0, len(text), n)]
+        self._starts = list(range(0, len(text), n))  # offset of each block
+        self._len = len(text)
+        self._joined: str | None = text
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __str__(self) -> str:
+        if self._joined is None:
+            self._joined = "".join(self._blocks)
+        return self._joined
+
+    def slice(self, a: int, b: int) -> str:
+        """text[a:b] (a, b clamped)."""
+        a, b = max(a, 0), min(b, self._len)
+        if a >= b:
+            return ""
+        if self._joined is not None:
+            return self._joined[a:b]
+        i = bisect_right(self._starts, a) - 1
+        j = bisect_right(self._starts, b - 1) - 1
+        si, sj = self._starts[i], self._starts[j]
+        if i == j:
+            return self._blocks[i][a - si:b - si]
+        return "".join([self._blocks[i][a - si:], *self._blocks[i + 1:j], self._blocks[j][:b - sj]])
+
+    def replace(self, a: int, b: int, new: str) -> None:
+        """text[a:b] = new."""
+        if not self._blocks:
+            self.set(new)
+            return
+        i = bisect_right(self._starts, a) - 1
+        j = bisect_right(self._starts, b) - 1
+        si, sj = self._starts[i], self._starts[j]
+        merged = self._blocks[i][:a - si] + new + self._blocks[j][b - sj:]
+        n = self.SIZE
+        pieces = [merged[k:k + n] for k in range(0, len(merged), n)] if len(merged) > 2 * n else [merged] * bool(merged)
+        starts = []
+        pos = si
+        for piece in pieces:
+            starts.append(pos)
+            pos += len(piece)
+        delta = len(new) - (b - a)
+        self._blocks[i:j + 1] = pieces
+        self._starts[i:j + 1] = starts
+        tail = self._starts
+        for k in range(i + len(pieces), len(tail)):
+            tail[k] += delta
+        self._len += delta
+        self._joined = None
+
+
+class IncrementalEncoder:
+    """A document's tokens, kept current edit by edit (see the module docstring).
+
+    >>> from forma_gui.formats.loader import load_tokenizer  # doctest: +SKIP
+    >>> enc = IncrementalEncoder(load_tokenizer("encoder.json"), "Hello world")  # doctest: +SKIP
+    >>> list(enc.apply_edit(5, 0, ","))  # doctest: +SKIP
+    [15496, 11, 995]
+    """
+
+    def __init__(self, tokenizer: "Tokenizer", text: str = "", *, special: bool = False) -> None:
+        self.tokenizer = tokenizer
+        self.special = special
+        self._pattern, self.reason = _incremental_pattern(tokenizer, special)
+        self._forms = tuple(getattr(tokenizer, "_forms", ()))
+        self._prefix_space = bool(getattr(tokenizer, "add_prefix_space", False))
+        self._special_ids = frozenset(tokenizer.special_ids)
+        self._added = _added_matcher(tokenizer) if special and tokenizer.added_tokens else None
+        self._blocks = TextBlocks()
+        self.full_encodes = 0
+        self.ids = array("i")
+        self.starts = array("i")
+        self.ends = array("i")
+        self.flags = bytearray()
+        self.set_text(text)
+
+    # ---- public state ------------------------------------------------------------------
+    @property
+    def incremental(self) -> bool:
+        """Whether edits can be re-encoded locally for this tokenizer and mode (see `reason`)."""
+        return not self.reason
+
+    @property
+    def text(self) -> str:
+        return str(self._blocks)[self._offset:]
+
+    def __len__(self) -> int:
+        """Number of tokens."""
+        return len(self.ids)
+
+    def token(self, k: int) -> Token:
+        """Token k as a Token record."""
+        tid = self.ids[k]
+        return Token(tid, self.tokenizer.piece(tid), self.tokenizer.token_bytes(tid), self.starts[k],
+                     self.ends[k], bool(self.flags[k] & PARTIAL), bool(self.flags[k] & SPECIAL))
+
+    def tokens(self) -> list[Token]:
+        """All tokens, as `tokenizer.segment(text, special=...)` returns them."""
+        return [self.token(k) for k in range(len(self.ids))]
+
+    # ---- whole text ----------------------------------------------------------------------
+    def set_text(self, text: str) -> array:
+        """Encode `text` from scratch; returns `ids`."""
+        old = len(self.ids)
+        self._offset = int(self._prefix_space and bool(text) and not text.startswith(" "))
+        inner = " " * self._offset + text
+        self._blocks.set(inner)
+        self._surrogates = len(_SURROGATE.findall(text)) if not text.isascii() else 0
+        self._clean = not self._surrogates and all(unicodedata.is_normalized(f, text) for f in self._forms)
+        ids = self.tokenizer.encode(text, special=self.special)
+        self.ids = array("i", ids)
+        self._set_spans(text, inner, ids)
+        if self._added is not None:
+            self._find_all_matches(inner)
+        self.last_splice = Splice(0, old, len(self.ids))
+        return self.ids
+
+    def _set_spans(self, text: str, inner: str, ids: list[int]) -> None:
+        """starts/ends/flags for the whole text: vectorized when token bytes are the text's bytes."""
+        data = self.tokenizer.decode_bytes(ids)
+        encoded = inner.encode("utf-8") if self._clean else None
+        if data == encoded:
+            self.starts, self.ends, self.flags = _identity_spans(self.tokenizer, data, self.ids, self._offset,
+                                                                 self._special_ids)
+        else:
+            from forma_gui.core.segment import align_tokens
+
+            tokens = align_tokens(self.tokenizer, text, ids)
+            self.starts = array("i", [t.start for t in tokens])
+            self.ends = array("i", [t.end for t in tokens])
+            self.flags = bytearray([t.partial | t.special << 1 for t in tokens])
+        self.nbytes = len(data)
+
+    # ---- edits ---------------------------------------------------------------------------
+    def apply_edit(self, start: int, removed_len: int, inserted_text: str) -> array:
+        """text[start:start + removed_len] = inserted_text, re-encoding what it affects; returns `ids`."""
+        size = len(self._blocks) - self._offset
+        if not (0 <= start <= size and 0 <= removed_len <= size - start):
+            raise ValueError(f"edit {start}+{removed_len} is outside the text (length {size})")
+        if not removed_len and not inserted_text:
+            self.last_splice = Splice(0, 0, 0)
+            return self.ids
+        e = start + self._offset
+        removed = self._blocks.slice(e, e + removed_len)
+        self._surrogates += _count_surrogates(inserted_text) - _count_surrogates(removed)
+        self._blocks.replace(e, e + removed_len, inserted_text)
+        if self._local_ok(start, removed_len, inserted_text) and self._retokenize(e, removed_len, len(inserted_text)):
+            self.nbytes += len(inserted_text.encode("utf-8")) - len(removed.encode("utf-8"))
+            return self.ids
+        self.full_encodes += 1
+        old = len(self.ids)
+        self.set_text(self.text)
+        self.last_splice = Splice(0, old, len(self.ids))
+        return self.ids
+
+    def _local_ok(self, start: int, removed_len: int, inserted: str) -> bool:
+        """Whether the edit can be handled locally (checked after the text changed)."""
+        if self.reason or not self._clean or self._surrogates:
+            return False
+        if start == 0 and self._prefix_space:
+            text0 = self._blocks.slice(self._offset, self._offset + 1)
+            if int(bool(text0) and text0 != " ") != self._offset:
+                return False  # the prefix space appears or goes
+        if self._forms:
+            return self._normalized_near(start + self._offset, len(inserted))
+        return True
+
+    def _normalized_near(self, e: int, added: int) -> bool:
+        """Whether the text is still normalized, checking only between stable points around the edit.
+
+        An ASCII character never combines with the one before it and has combining class 0, so
+        the text splits before it into parts that normalize independently; the parts outside
+        the edit are pieces of the old (normalized) text.
+        """
+        lo = _find_backward(_ASCII_BACKWARD, self._blocks, 0, e + 1)
+        hi = _find_forward(_ASCII, self._blocks, e + added, len(self._blocks))
+        window = self._blocks.slice(lo if lo is not None else 0, hi if hi is not None else len(self._blocks))
+        return all(unicodedata.is_normalized(f, window) for f in self._forms)
+
+    def _retokenize(self, e: int, removed: int, added: int) -> bool:
+        """Re-encode the region the edit at e (inner coordinates) can affect; False to fall back."""
+        delta = added - removed
+        u0, u1, seg_lo, seg_hi, matches = e, e + added, 0, len(self._blocks), []
+        if self._added is not None:
+            u0, u1, seg_lo, seg_hi, matches = self._rescan_matches(e, removed, added)
+        r = self._cut_before(u0, seg_lo)
+        q, q_is_cut = self._cut_after(u1, seg_hi)
+        new = self._encode_region(r, q, q_is_cut, matches)
+        if new is None:
+            return False
+        self._splice(r, q - delta, new, delta)
+        return True
+
+    def _cut_before(self, u0: int, lo: int) -> int:
+        """The last cut r with lo < r < u0 (both neighbours before u0), else lo."""
+        r = _find_backward(CUT_BACKWARD, self._blocks, lo, u0)
+        return lo if r is None else r
+
+    def _cut_after(self, u1: int, hi: int) -> tuple[int, bool]:
+        """(the first cut q with u1 < q < hi, True), else (hi, False)."""
+        q = _find_forward(CUT, self._blocks, u1, hi)
+        return (hi, False) if q is None else (q, True)
+
+    def _encode_region(self, r: int, q: int, q_is_cut: bool, matches: list[tuple[int, int, int]]):
+        """(ids, starts, ends, flags) of the new text[r:q], or None if its bytes do not line up."""
+        ids: list[int] = []
+        pos = r
+        for m_start, m_end, token_id in [*matches, (q, q, -1)]:
+            if m_start > pos:
+                context = q_is_cut and m_start == q  # one more character, for the lookahead
+                ids += self._encode_ordinary(self._blocks.slice(pos, m_start + context), context)
+            if token_id >= 0:
+                ids.append(token_id)
+            pos = m_end
+        return _region_spans(self.tokenizer, self._blocks.slice(r, q), r, ids, self._offset, self._special_ids)
+
+    def _encode_ordinary(self, text: str, drop_last: bool) -> list[int]:
+        """Ids of ordinary text; with drop_last, its last character is only context."""
+        pieces = self._pattern.findall(text)
+        if drop_last:
+            pieces.pop()  # a cut sits before the last character, so it is its own one-character piece
+        encode = self.tokenizer.encode_pretoken
+        return [i for piece in pieces for i in encode(piece)]
+
+    def _splice(self, r: int, q_old: int, new, delta: int) -> None:
+        """Replace the tokens of old text[r:q_old] (inner coordinates) by `new`; shift the rest."""
+        import numpy as np
+
+        ids, starts, ends, flags = new
+        off = self._offset
+        i0 = bisect_left(self.starts, r - off) if r > off else 0
+        j0 = bisect_left(self.starts, q_old - off)
+        self.ids[i0:j0] = array("i", ids)
+        self.starts[i0:j0] = array("i", starts)
+        self.ends[i0:j0] = array("i", ends)
+        self.flags[i0:j0] = flags
+        tail = i0 + len(ids)
+        if delta and tail < len(self.ids):
+            for column in (self.starts, self.ends):
+                view = np.asarray(memoryview(column))  # (n_tokens,) int32, shares the array's memory
+                view[tail:] += delta
+                del view  # the array cannot be resized while a view of it exists
+        self.last_splice = Splice(i0, j0 - i0, len(ids))
+
+    # ---- special tokens ------------------------------------------------------------------
+    def _find_all_matches(self, text: str) -> None:
+        pattern = self._added[0]
+        spans = [m.span() for m in pattern.finditer(text)]
+        self._m_starts = array("i", [s for s, _ in spans])
+        self._m_ends = array("i", [e for _, e in spans])
+
+    def _rescan_matches(self, e: int, removed: int, added: int):
+        """Redo the special-token scan around an edit; returns (u0, u1, seg_lo, seg_hi, matches).
+
+        [u0, u1) covers the edit and every match that may have changed; seg_lo/seg_hi are the
+        ends of the nearest unchanged matches around it; `matches` are the new matches in
+        [u0, u1) as (start, end, id).
+        """
+        pattern, ids, longest = self._added
+        delta = added - removed
+        starts, ends = self._m_starts, self._m_ends
+        i = bisect_right(starts, e - longest)     # old matches [0, i) end before e: unchanged
+        cur = ends[i - 1] if i else 0
+        x = e + added                             # new coordinates
+        while True:  # find x with no old or new match straddling it
+            window = self._blocks.slice(cur, x + longest)
+            new = [(cur + m.start(), cur + m.end()) for m in pattern.finditer(window) if cur + m.start() < x]
+            j = bisect_left(starts, x - delta)
+            moved = x
+            if new and new[-1][1] > x:
+                moved = new[-1][1]
+            if j and ends[j - 1] > x - delta:
+                moved = max(moved, ends[j - 1] + delta)
+            if moved == x:
+                break
+            x = moved
+        u0 = min([e, *(s for s, _ in new), *starts[i:j]])
+        u1 = max([e + added, *(t for _, t in new), *(_moved_end(t, e, removed, added) for t in ends[i:j])])
+        seg_hi = starts[j] + delta if j < len(starts) else len(self._blocks)
+        self._m_starts[i:j] = array("i", [s for s, _ in new])
+        self._m_ends[i:j] = array("i", [t for _, t in new])
+        _shift(self._m_starts, i + len(new), delta)
+        _shift(self._m_ends, i + len(new), delta)
+        text_of = self._blocks.slice
+        return u0, u1, cur, seg_hi, [(s, t, ids[text_of(s, t)]) for s, t in new]
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+def _incremental_pattern(tokenizer: "Tokenizer", special: bool) -> tuple[regex.Pattern | None, str]:
+    """(the single VERIFIED pattern, "") or (None, why edits are re-encoded in full)."""
+    stages = getattr(tokenizer, "_patterns", None)
+    if stages is None or not hasattr(tokenizer, "encode_pretoken"):
+        return None, f"{tokenizer.kind} tokenizers are re-encoded in full"
+    if len(stages) != 1 or stages[0].pattern not in VERIFIED:
+        return None, "the pre-tokenizer regex is not one the incremental cuts were checked for"
+    if special and tokenizer.added_tokens:
+        flagged = [t.content for t in tokenizer.added_tokens
+                   if t.lstrip or t.rstrip or t.single_word or t.normalized]
+        if flagged:
+            return None, f"added tokens with lstrip/rstrip/single_word/normalized flags ({flagged[0]!r})"
+        if getattr(tokenizer, "add_prefix_space", False):
+            return None, "add_prefix_space with special tokens (every segment gets its own space)"
+    return stages[0], ""
+
+
+def _added_matcher(tokenizer: "Tokenizer") -> tuple[regex.Pattern, dict[str, int], int]:
+    """(alternation of the added tokens longest first, content -> id, longest length).
+
+    The same leftmost-longest matching as core.special for tokens without flags; the first
+    token listed wins for a duplicated content, as there.
+    """
+    by_text: dict[str, int] = {}
+    for token in tokenizer.added_tokens:
+        if token.content:
+            by_text.setdefault(token.content, token.id)
+    ordered = sorted(by_text, key=len, reverse=True)
+    pattern = regex.compile("|".join(map(regex.escape, ordered)) or r"(?!)")
+    return pattern, by_text, max(map(len, ordered), default=0)
+
+
+def _moved_end(t: int, e: int, removed: int, added: int) -> int:
+    """Where an old offset t ends up after text[e:e + removed] became `added` characters."""
+    if t <= e:
+        return t
+    return t + added - removed if t >= e + removed else e + added
+
+
+def _count_surrogates(text: str) -> int:
+    return 0 if text.isascii() else len(_SURROGATE.findall(text))
+
+
+def _find_backward(pattern: regex.Pattern, blocks: TextBlocks, lo: int, hi: int) -> int | None:
+    """Where the last match of a REVERSE `pattern` in blocks[lo:hi] starts (windows doubling back from hi).
+
+    A zero-width cut is only found where both of its neighbours are in the window, so a cut at
+    a window's left edge is found by the next, wider window, never at lo itself.
+    """
+    width = CUT_WINDOW
+    while True:
+        a = max(lo, hi - width)
+        m = pattern.search(blocks.slice(a, hi))
+        if m is not None:
+            return a + m.start()
+        if a == lo:
+            return None
+        width *= 2
+
+
+def _find_forward(pattern: regex.Pattern, blocks: TextBlocks, lo: int, hi: int) -> int | None:
+    """Where the first match of `pattern` in blocks[lo:hi] starts (windows doubling from lo).
+
+    A zero-width cut needs both neighbours in the window, so it is found strictly inside (lo, hi).
+    """
+    width = CUT_WINDOW
+    while True:
+        b = min(hi, lo + width)
+        m = pattern.search(blocks.slice(lo, b))
+        if m is not None:
+            return lo + m.start()
+        if b == hi:
+            return None
+        width *= 2
+
+
+def _shift(column: array, start: int, delta: int) -> None:
+    """column[start:] += delta (C speed)."""
+    if delta and start < len(column):
+        import numpy as np
+
+        view = np.asarray(memoryview(column))
+        view[start:] += delta
+        del view
+
+
+def _byte_lengths(tokenizer: "Tokenizer"):
+    """len(token_bytes(id)) for every id, as an int64 array (cached per tokenizer)."""
+    import numpy as np
+
+    table = _BYTE_LENGTHS.get(tokenizer)
+    if table is None or len(table) != tokenizer.vocab_size:
+        table = np.fromiter(map(len, map(tokenizer.token_bytes, range(tokenizer.vocab_size))),
+                            dtype=np.int64, count=tokenizer.vocab_size)
+        _BYTE_LENGTHS[tokenizer] = table
+    return table
+
+
+def _identity_spans(tokenizer: "Tokenizer", data: bytes, ids: array, offset: int, special_ids: frozenset):
+    """(starts, ends, flags) when the tokens' bytes are exactly the UTF-8 of the inner text."""
+    import numpy as np
+
+    tok = np.frombuffer(ids, dtype=np.int32) if len(ids) else np.zeros(0, np.int32)
+    b1 = np.cumsum(_byte_lengths(tokenizer)[tok])        # (n_tokens,) byte end of each token
+    b0 = b1 - _byte_lengths(tokenizer)[tok]
+    raw = np.frombuffer(data, dtype=np.uint8)
+    lead = np.append((raw & 0xC0) != 0x80, True)          # (n_bytes + 1,): byte starts a character
+    char_at = np.cumsum(lead) - 1                         # (n_bytes + 1,): character holding byte p
+    first = char_at[b0]
+    last = np.where(b1 > b0, char_at[np.maximum(b1 - 1, 0)] + 1, first)
+    flags = (~lead[b0] | ~lead[b1]).astype(np.uint8)
+    if special_ids:
+        flags |= np.isin(tok, np.fromiter(special_ids, dtype=np.int64)).astype(np.uint8) << 1
+    starts = np.maximum(first - offset, 0).astype(np.int32)
+    ends = np.maximum(last - offset, 0).astype(np.int32)
+    return array("i", starts.tobytes()), array("i", ends.tobytes()), bytearray(flags.tobytes())
+
+
+def _region_spans(tokenizer: "Tokenizer", text: str, base: int, ids: list[int], offset: int,
+                  special_ids: frozenset):
+    """(ids, starts, ends, flags) for the tokens of a region starting at inner offset `base`,
+    or None when their bytes are not the region's UTF-8."""
+    datas = [tokenizer.token_bytes(i) for i in ids]
+    encoded = text.encode("utf-8")
+    if b"".join(datas) != encoded:
+        return None
+    if text.isascii():
+        char_at = None
+    else:
+        char_at = [c for c, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))]
+        char_at.append(len(text))
+    starts, ends, flags = [], [], bytearray()
+    b = 0
+    for i, d in zip(ids, datas):
+        b1 = b + len(d)
+        if char_at is None:
+            c0, c1, partial = b, b1, False
+        else:
+            c0 = char_at[b]
+            c1 = char_at[b1 - 1] + 1 if b1 > b else c0
+            partial = (b < len(encoded) and encoded[b] & 0xC0 == 0x80) or \
+                      (b1 < len(encoded) and encoded[b1] & 0xC0 == 0x80)
+        starts.append(max(base + c0 - offset, 0))
+        ends.append(max(base + c1 - offset, 0))
+        flags.append(partial | (i in special_ids) << 1)
+        b = b1
+    return ids, starts, ends, flags
