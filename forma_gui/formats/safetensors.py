@@ -30,6 +30,9 @@ SAFETENSORS_DTYPES: dict[str, np.dtype] = {
 
 HEADER_LENGTH_BYTES = 8
 MAX_DIMS = 64  # more dimensions than any model uses; bounds the work per header entry
+#: the safetensors library refuses longer headers (MAX_HEADER_SIZE in its lib.rs); without
+#: a cap, a hostile length in a multi-GB file makes the reader read and parse gigabytes
+MAX_HEADER_BYTES = 100_000_000
 
 
 class SafetensorsFile:
@@ -74,6 +77,9 @@ class SafetensorsFile:
         if n > self.file_size - HEADER_LENGTH_BYTES:
             raise self._fail(f"header length {n} runs past the end of the file "
                              f"({self.file_size} bytes)", 0)
+        if n > MAX_HEADER_BYTES:
+            raise self._fail(f"header length {n} is over the {MAX_HEADER_BYTES}-byte limit "
+                             "of the safetensors format", 0)
         self.header_length = n
         return self._parse_json(self._file.read(n))
 

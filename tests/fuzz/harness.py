@@ -290,6 +290,8 @@ def run_reader(call: Callable[[], Any], files: Sequence[Path], *,
             result.close()
         assert error is not None, f"expected a FormatError, got {result!r}"
         return error
+    if error is None:
+        OUTCOMES["(a result)"] += 1
     if result is not None and check is not None:
         check(result)
     if hasattr(result, "close"):
