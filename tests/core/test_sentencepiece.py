@@ -213,6 +213,19 @@ def test_normalizer_alignment_equals_library(name):
         assert _char_offsets(text, normalized, n2o) == list(expected_offsets), text
 
 
+PIECES = st.lists(st.text(max_size=3) | st.sampled_from(
+    ["e\u0301", "a\u0308", " ", "  ", "ﬁ", "▁", "\x00", "[INST]", "<0x41>", "\u3000"]))
+
+
+@given(PIECES)
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_fast_normalizer_equals_reference(pieces):
+    data = "".join(pieces).encode("utf-8")
+    for name in MODELS:
+        normalizer = _cached(data_file("sentencepiece", name))[0].normalizer
+        assert normalizer.normalize(data) == normalizer.normalize(data, fast=False)
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_segments_tile_the_input(name):
     tok, _ = _cached(data_file("sentencepiece", name))
