@@ -5,9 +5,11 @@ Benchmarks are never unit tests: they print ratios, they do not fail builds.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 
@@ -47,3 +49,10 @@ def median_time(fn: Callable[[], object], *, repeat: int = 5, min_time: float = 
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def data_path(*parts: str) -> Path:
+    """A file of the test data (FORMA_TEST_DATA, default ../shared/data beside the checkout)."""
+    root = os.environ.get("FORMA_TEST_DATA")
+    base = Path(root) if root else Path(__file__).resolve().parents[2].parent / "shared" / "data"
+    return base.joinpath(*parts)

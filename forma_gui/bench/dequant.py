@@ -16,15 +16,13 @@ Ours and the peer's runs alternate so that load on a shared machine hits both al
 """
 from __future__ import annotations
 
-import os
 import statistics
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from forma_gui.bench import BenchResult
+from forma_gui.bench import BenchResult, data_path
 from forma_gui.core import quant
 from forma_gui.core.ggml_types import GGML_TYPES
 from forma_gui.core.quant_layout import BLOCK_FIELDS, field_offsets
@@ -39,13 +37,6 @@ ROW = 4096
 SMOLLM = ("gguf", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 Tensors = list[np.ndarray]
-
-
-def data_path(*parts: str) -> Path:
-    """A file of the test data (FORMA_TEST_DATA, default ../shared/data)."""
-    root = os.environ.get("FORMA_TEST_DATA")
-    base = Path(root) if root else Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return base.joinpath(*parts)
 
 
 def _gguf():

@@ -12,12 +12,11 @@ llama-bpe (128k vocabulary, vocab only).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from forma_gui.bench import BenchResult, median_time
+from forma_gui.bench import BenchResult, data_path, median_time
 
 TARGET = 100.0
 FILES = {"SmolLM2 98 MB": ("gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -37,13 +36,6 @@ elif kind == "peer":
 with open("/proc/self/status") as f:
     print(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")))
 """
-
-
-def data_path(*parts: str) -> Path:
-    """A file of the test data (FORMA_TEST_DATA, default ../shared/data)."""
-    root = os.environ.get("FORMA_TEST_DATA")
-    base = Path(root) if root else Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return base.joinpath(*parts)
 
 
 def open_ours(path: Path) -> int:

@@ -14,8 +14,7 @@ import random
 import tempfile
 from pathlib import Path
 
-from forma_gui.bench import BenchResult, median_time
-from forma_gui.bench.encode import data_path
+from forma_gui.bench import BenchResult, data_path, median_time
 
 GGUF_FILES = {"SmolLM2": ("gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"),
               "llama-bpe": ("gguf-vocab", "ggml-vocab-llama-bpe.gguf")}

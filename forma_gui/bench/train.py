@@ -6,10 +6,9 @@ figures compare the same work: pre-tokenize, count, and 1,000 incremental merges
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from forma_gui.bench import BenchResult, median_time
+from forma_gui.bench import BenchResult, data_path, median_time
 from forma_gui.core.bpe import pattern_regex, train_bytelevel
 
 MERGES = 1000
@@ -18,9 +17,7 @@ QUICK_MERGES = 200
 
 def corpus_path() -> Path:
     """botchan.txt in the test data (FORMA_TEST_DATA, default ../shared/data)."""
-    root = os.environ.get("FORMA_TEST_DATA")
-    base = Path(root) if root else Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    return base / "sentencepiece" / "botchan.txt"
+    return data_path("sentencepiece", "botchan.txt")
 
 
 def _hf_trainer(text: str, merges: int):
