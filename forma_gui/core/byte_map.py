@@ -9,7 +9,9 @@ for the bytes ``E2 80``, which are not valid UTF-8 on their own and must survive
 """
 from __future__ import annotations
 
-from itertools import repeat
+import codecs
+import functools
+from itertools import accumulate
 
 from forma_gui.errors import FormatError
 
@@ -33,13 +35,24 @@ BYTE_TO_UNICODE: dict[int, str] = _build()
 #: the inverse: vocabulary character -> byte value
 UNICODE_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_UNICODE.items()}
 
-# str.translate tables. Encoding: latin-1 char -> mapped char. Decoding: mapped char ->
-# latin-1 char, and every other char below U+0144 -> U+FFFF so that the final
-# .encode("latin-1") rejects it (chars above U+0143 are rejected by latin-1 already).
-_ENCODE_TABLE = {b: c for b, c in BYTE_TO_UNICODE.items()}
+# str.translate table for one piece: mapped char -> latin-1 char, and every other char below
+# U+0144 -> U+FFFF so that the final .encode("latin-1") rejects it (chars above U+0143 are
+# rejected by latin-1 already).
 _DECODE_TABLE = {cp: "\uffff" for cp in range(0x144)}
 _DECODE_TABLE.update({ord(c): chr(b) for c, b in UNICODE_TO_BYTE.items()})
-_SEPARATOR = "\u0144"
+# byte -> char as a 256-char string, the form codecs.charmap_decode takes
+_CHARMAP = "".join(BYTE_TO_UNICODE[b] for b in range(256))
+
+
+@functools.cache
+def _code_table():
+    """Code point -> byte (-1 where the char is not in the map) for U+0000..U+0143 (numpy, on first use)."""
+    import numpy as np
+
+    table = np.full(0x144, -1, dtype=np.int16)
+    for c, b in UNICODE_TO_BYTE.items():
+        table[ord(c)] = b
+    return table
 
 
 def bytes_to_unicode_str(data: bytes) -> str:
@@ -48,7 +61,7 @@ def bytes_to_unicode_str(data: bytes) -> str:
     >>> bytes_to_unicode_str(b" world\\n")
     'ĠworldĊ'
     """
-    return data.decode("latin-1").translate(_ENCODE_TABLE)
+    return codecs.charmap_decode(data, "strict", _CHARMAP)[0]
 
 
 def unicode_str_to_bytes(piece: str) -> bytes:
@@ -66,32 +79,30 @@ def unicode_str_to_bytes(piece: str) -> bytes:
 
 
 def pieces_to_bytes(pieces: list[str]) -> list[bytes]:
-    """Many vocabulary strings -> their bytes in a few C-level passes (vocabulary loading).
+    """Many vocabulary strings -> their bytes in a few vectorized passes (vocabulary loading).
 
-    The pieces are joined with U+0144, the first character after the map's range: translation
-    leaves it alone, so the translated text splits back into the pieces. ValueError names the
-    first bad piece.
+    Every map character is one byte, so the joined text converts as a whole (code points
+    through a lookup table) and is cut at the same offsets. ValueError names the first bad piece.
     """
-    joined = _SEPARATOR.join(pieces)
-    if joined.count(_SEPARATOR) == len(pieces) - 1:
-        try:
-            parts = joined.translate(_DECODE_TABLE).split(_SEPARATOR)
-            return list(map(str.encode, parts, repeat("latin-1")))
-        except UnicodeEncodeError:
-            pass
-    return [unicode_str_to_bytes(piece) for piece in pieces]
+    import numpy as np
+
+    joined = "".join(pieces)
+    table = _code_table()
+    codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)  # (n_chars,)
+    mapped = table[np.minimum(codes, len(table) - 1)]
+    if ((codes >= len(table)) | (mapped < 0)).any():
+        for piece in pieces:
+            unicode_str_to_bytes(piece)  # raises, naming the piece
+    data = mapped.astype(np.uint8).tobytes()
+    ends = list(accumulate(map(len, pieces)))
+    return [data[a:b] for a, b in zip([0, *ends], ends)]
 
 
 def bytes_to_pieces(datas: list[bytes]) -> list[str]:
-    """Many byte strings -> vocabulary strings in one C-level pass (tiktoken rank files)."""
-    joined = b"".join(datas).decode("latin-1").translate(_ENCODE_TABLE)
-    out: list[str] = []
-    pos = 0
-    for data in datas:
-        end = pos + len(data)
-        out.append(joined[pos:end])
-        pos = end
-    return out
+    """Many byte strings -> vocabulary strings (tiktoken rank files), decoded by a C charmap."""
+    joined = codecs.charmap_decode(b"".join(datas), "strict", _CHARMAP)[0]
+    ends = list(accumulate(map(len, datas)))
+    return [joined[a:b] for a, b in zip([0, *ends], ends)]
 
 
 def check_piece(piece: str, *, path: str | None = None, line: int | None = None) -> bytes:

@@ -157,7 +157,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._encoder_map: dict[bytes, int] | None = None
         self._shift = shift = max(len(self._bytes), 2).bit_length()
         piece_ids = self._piece_id_map()
-        triples = _merge_id_columns(merges, piece_ids)
+        triples = _merge_id_columns(merges, piece_ids, self.pieces)
         if triples is None:  # some merge is malformed or unknown: find it (or skip the bad ones)
             triples = _merge_id_rows(merges, piece_ids, strict)
         ranks, lefts, rights, merged = triples
@@ -566,7 +566,7 @@ def _decode_pieces(pieces: list[str]) -> tuple[list[bytes], set[int]]:
     return out, literal
 
 
-def _merge_id_columns(merges: list, piece_ids: Mapping[str, int]):
+def _merge_id_columns(merges: list, piece_ids: Mapping[str, int], pieces: list[str]):
     """(ranks, left ids, right ids, merged ids) at C speed, or None if any merge is unusable."""
     if not merges:
         return range(0), [], [], []
@@ -576,10 +576,18 @@ def _merge_id_columns(merges: list, piece_ids: Mapping[str, int]):
         return None
     lefts, rights = list(map(itemgetter(0), merges)), list(map(itemgetter(1), merges))
     get = piece_ids.get
-    columns = [list(map(get, lefts)), list(map(get, rights)), list(map(get, map(str.__add__, lefts, rights)))]
-    if any(None in column for column in columns):
+    left_ids, right_ids = list(map(get, lefts)), list(map(get, rights))
+    if None in left_ids or None in right_ids:
         return None
-    return (range(len(merges)), *columns)
+    joined = list(map(str.__add__, lefts, rights))
+    first = get(joined[0])
+    if first is not None and pieces[first:first + len(joined)] == joined:
+        merged = range(first, first + len(joined))  # trained vocabularies list results in merge order
+    else:
+        merged = list(map(get, joined))
+        if None in merged:
+            return None
+    return range(len(merges)), left_ids, right_ids, merged
 
 
 def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):
@@ -643,8 +651,17 @@ def _inner_pairs(token_bytes: list[bytes]) -> bytes:
 
 
 def _pack(high: Sequence[int], low: Sequence[int], shift: int) -> list[int]:
-    """[h << shift | l ...] for two equal-length int columns."""
-    return [h << shift | l for h, l in zip(high, low)]
+    """[h << shift | l ...] for two equal-length int columns (numpy for long ones)."""
+    if len(high) < 4096:
+        return [h << shift | l for h, l in zip(high, low)]
+    import numpy as np
+
+    def column(values: Sequence[int]):
+        if isinstance(values, range):
+            return np.arange(values.start, values.stop, values.step, dtype=np.int64)
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+
+    return (column(high) << shift | column(low)).tolist()
 
 
 def _compile_all(pattern) -> list[regex.Pattern]:
