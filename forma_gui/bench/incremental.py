@@ -1,0 +1,104 @@
+"""Live editing: one-character edits in a 1 MB document, against encoding it from scratch.
+
+The document is the first 1 MB (UTF-8) of the encode benchmark's mixed corpus (English, code,
+Cyrillic, CJK). Ours: `IncrementalEncoder.apply_edit` (ids and character spans kept current)
+for a one-character insert or delete at a random position, alternating, median over many
+edits. Peers: tiktoken's `encode_ordinary` and HF tokenizers' `encode` of the whole document
+(what a live view has to do without an incremental path), median of a few runs, in the same
+process run. The issue's target: 40x faster than the from-scratch peers, about 2 ms or less.
+After the edits the ids are checked against tiktoken's from-scratch encode of the final text.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+from forma_gui.bench import BenchResult, data_path, median_time
+
+TARGET = 40.0
+DOC_BYTES = 1_000_000
+#: tokenizer label -> (tiktoken encoding, our file)
+TOKENIZERS = {"GPT-2": ("r50k_base", ("gpt2", "encoder.json")),
+              "cl100k": ("cl100k_base", ("tiktoken", "cl100k_base.tiktoken"))}
+
+
+def document(n_bytes: int = DOC_BYTES) -> str:
+    """The first n_bytes of the mixed corpus (cut at a character boundary)."""
+    from forma_gui.bench.encode import build_corpus
+
+    text = build_corpus(0.6 * n_bytes / DOC_BYTES)
+    return text.encode("utf-8")[:n_bytes].decode("utf-8", "ignore")
+
+
+def edit_times(enc, n_edits: int, seed: int = 0) -> list[float]:
+    """Seconds per apply_edit: one-character inserts and deletes at random positions, alternating."""
+    rng = random.Random(seed)
+    times = []
+    for k in range(n_edits):
+        text_len = len(enc._blocks) - enc._offset
+        pos = rng.randrange(text_len)
+        if k % 2:
+            char = enc._blocks.slice(rng.randrange(text_len), text_len)[:1]  # a character of the document
+            t0 = time.perf_counter()
+            enc.apply_edit(pos, 0, char)
+        else:
+            t0 = time.perf_counter()
+            enc.apply_edit(pos, 1, "")
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _peers(encoding: str):
+    """{name: encode-the-whole-text function} for the installed peers."""
+    from forma_gui.bench.encode import _hf_gpt2, _tiktoken
+
+    peers = {}
+    tik = _tiktoken(encoding, data_path("tiktoken", f"{encoding}.tiktoken"))
+    if tik is not None:
+        peers["tiktoken"] = tik
+    if encoding == "r50k_base":
+        hf = _hf_gpt2()
+        if hf is not None:
+            peers["HF tokenizers"] = hf
+    return peers
+
+
+def run(quick: bool = False) -> list[BenchResult]:
+    from forma_gui.core.incremental import IncrementalEncoder
+    from forma_gui.formats.loader import load_tokenizer
+
+    doc = document(DOC_BYTES // 10 if quick else DOC_BYTES)
+    size = f"{len(doc.encode()) / 1e6:.1f} MB" if not quick else f"{len(doc.encode()) // 1000} KB"
+    results = []
+    for label, (encoding, parts) in (list(TOKENIZERS.items())[:1] if quick else TOKENIZERS.items()):
+        tok = load_tokenizer(data_path(*parts))
+        enc = IncrementalEncoder(tok, doc)
+        times = edit_times(enc, 60 if quick else 1000)
+        ours = statistics.median(times) * 1e3
+        p90 = sorted(times)[int(0.9 * len(times))] * 1e3
+        peers = _peers(encoding)
+        final = enc.text
+        same = "ids identical" if "tiktoken" not in peers or \
+            list(enc.ids) == peers["tiktoken"].encode_ordinary(final) else "ids DIFFER"
+        note = (f"{tok.name}: median {ours:.2f} ms, p90 {p90:.2f} ms over {len(times)} edits "
+                f"(target ≤ 2 ms); {enc.full_encodes} full re-encodes; {same} with tiktoken")
+        for peer_name, peer in peers.items():
+            if peer_name == "tiktoken":
+                secs = median_time(lambda peer=peer: peer.encode_ordinary(doc), repeat=2 if quick else 5)
+            else:
+                secs = median_time(lambda peer=peer: peer.encode(doc, add_special_tokens=False),
+                                   repeat=1 if quick else 3)
+            results.append(BenchResult(
+                f"one-char edit in {size}, {label}, vs from-scratch {peer_name}", ours, secs * 1e3,
+                peer_name, "ms", higher_is_better=False, target=TARGET, note=note))
+        if not peers:
+            results.append(BenchResult(f"one-char edit in {size}, {label}", ours, None, "tiktoken", "ms",
+                                       higher_is_better=False, target=TARGET, note=note))
+    return results
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from forma_gui.commands.bench import format_table
+
+    print(format_table(run(quick=False)))
