@@ -27,7 +27,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="forma-gui: %(levelname)s: %(message)s")
 
-    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
@@ -37,11 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     from forma_gui.app.main_window import MainWindow
 
     window = MainWindow()
-    window.show()
+    # start loading before the first paint: the worker overlaps with showing the window
     if args.file:
-        QTimer.singleShot(0, lambda: window.open_path(args.file))
+        window.open_path(args.file)
     else:
-        QTimer.singleShot(0, window.open_default)
+        window.open_default()
+    window.show()
     return app.exec()
 
 

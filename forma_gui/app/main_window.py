@@ -209,7 +209,7 @@ class MainWindow(QMainWindow):
         except Exception as e:  # noqa: BLE001 - one broken view must not take the window down
             log.warning("view %s failed to build", title, exc_info=True)
             view = QLabel(f"The {title} view could not be created:\n{type(e).__name__}: {e}", page)
-            view.setAlignment(Qt.AlignCenter)
+            view.setAlignment(Qt.AlignmentFlag.AlignCenter)
         page.layout().addWidget(view)
         self.views[title] = view
         return view
@@ -224,7 +224,7 @@ class MainWindow(QMainWindow):
     # ---- menus --------------------------------------------------------------------------
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        self.open_action = self._action(file_menu, "&Open…", self._open_dialog, QKeySequence.Open)
+        self.open_action = self._action(file_menu, "&Open…", self._open_dialog, QKeySequence.StandardKey.Open)
         self.open_folder_action = self._action(file_menu, "Open &Folder…", self._open_folder_dialog,
                                                QKeySequence("Ctrl+Shift+O"))
         self.recent_menu = file_menu.addMenu("Open &Recent")
@@ -232,7 +232,7 @@ class MainWindow(QMainWindow):
         self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
         self._fill_recent_menu()
         file_menu.addSeparator()
-        self._action(file_menu, "&Quit", self.close, QKeySequence.Quit)
+        self._action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit)
         view_menu = self.menuBar().addMenu("&View")
         for index in range(self.tabs.count()):
             action = self._action(view_menu, self.tabs.tabText(index),
@@ -334,9 +334,9 @@ class MainWindow(QMainWindow):
         still = self.session.path and Path(self.session.path).name
         detail = f"{still} is still open." if still else ""
         if self._error_box is None:
-            self._error_box = QMessageBox(QMessageBox.Critical, title, message, QMessageBox.Ok, self)
+            self._error_box = QMessageBox(QMessageBox.Icon.Critical, title, message, QMessageBox.StandardButton.Ok, self)
             self._error_box.setObjectName("errorDialog")
-            self._error_box.setWindowModality(Qt.WindowModal)
+            self._error_box.setWindowModality(Qt.WindowModality.WindowModal)
         box = self._error_box
         box.setWindowTitle(title)
         box.setText(message)

@@ -121,7 +121,7 @@ class TextMirror(QObject):
         """The document's characters in [position, position + length) (UTF-16 units)."""
         cursor = QTextCursor(self.doc)
         cursor.setPosition(position)
-        cursor.setPosition(position + length, QTextCursor.KeepAnchor)
+        cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
         return cursor.selectedText().replace(BLOCK_SEP, "\n")
 
     def _on_change(self, position: int, removed: int, added: int) -> None:

@@ -94,9 +94,9 @@ class TokenCanvas(QAbstractScrollArea):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.setObjectName("tokenView")
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.viewport().setMouseTracking(False)
-        self.setFocusPolicy(Qt.StrongFocus)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.text = ""
         self.tokens = TokenStore()
         self.as_stored = False
@@ -223,7 +223,7 @@ class TokenCanvas(QAbstractScrollArea):
         self._fm = QFontMetricsF(self._font)
         self._fm_bold = QFontMetricsF(self._bold)
         self._fm_small = QFontMetricsF(self._small)
-        self._hex = QFontDatabase.systemFont(QFontDatabase.FixedFont)
+        self._hex = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         self._hex.setPointSizeF(base.pointSizeF() - 2.0)
         self._fm_hex = QFontMetricsF(self._hex)
         self._chip_h = self._fm.height() + 2 * VPAD + 2 * GROUP_PAD
@@ -463,7 +463,7 @@ class TokenCanvas(QAbstractScrollArea):
     # ---- painting ---------------------------------------------------------------------
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
         p = QPainter(self.viewport())
-        p.setRenderHint(QPainter.Antialiasing)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
         pal = self.palette()
         p.fillRect(self.viewport().rect(), pal.base())
         self._ink = _Ink(pal, self._dark)
@@ -492,7 +492,7 @@ class TokenCanvas(QAbstractScrollArea):
             return
         frame = QRectF(x, y, w, self._chip_h)
         p.setPen(QPen(self._ink.frame, 1.0))
-        p.setBrush(Qt.NoBrush)
+        p.setBrush(NO_BRUSH)
         p.drawRoundedRect(frame.adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
         p.setFont(self._bold)
         p.setPen(self._ink.text_on_base)
@@ -506,15 +506,15 @@ class TokenCanvas(QAbstractScrollArea):
         ink, slot = self._ink, self._slot[k]
         if tok.special:
             p.setBrush(ink.text_on_base)
-            p.setPen(Qt.NoPen)
+            p.setPen(NO_PEN)
         else:
             p.setBrush(token_color(slot, self._shade[k], ink.theme))
-            p.setPen(QPen(border_color(slot, ink.theme), 1.2, Qt.DashLine) if tok.partial else Qt.NoPen)
+            p.setPen(QPen(border_color(slot, ink.theme), 1.2, DASH) if tok.partial else NO_PEN)
         p.drawRoundedRect(chip.adjusted(0.6, 0.6, -0.6, -0.6), 3, 3)
         if k == self.selected or tok.id == self.highlight_id:
             selected = k == self.selected
             p.setPen(QPen(ink.highlight if selected else ink.text_on_base, 2.0 if selected else 1.4))
-            p.setBrush(Qt.NoBrush)
+            p.setBrush(NO_BRUSH)
             p.drawRoundedRect(chip.adjusted(-0.5, -0.5, 0.5, 0.5), 3, 3)
         self._paint_label(p, k, tok, chip)
         if self.show_ids:
@@ -533,7 +533,7 @@ class TokenCanvas(QAbstractScrollArea):
         if len(runs) == 1 and not runs[0][1]:  # the common case: one run of text
             text = runs[0][0]
             if self._runs_width(runs, tok.special) > inner.width() + 0.5:
-                text = fm.elidedText(text, Qt.ElideRight, inner.width())
+                text = fm.elidedText(text, ELIDE, inner.width())
             p.drawText(inner, ALIGN_CENTER, text)
             return
         total = self._runs_width(runs, tok.special)
@@ -566,7 +566,7 @@ class TokenCanvas(QAbstractScrollArea):
 
     def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt override
         k = self.token_at(event.position())
-        if k is not None and event.button() == Qt.LeftButton:
+        if k is not None and event.button() == Qt.MouseButton.LeftButton:
             self.set_selected(k, scroll=False)
             self.token_clicked.emit(k)
         super().mousePressEvent(event)
@@ -582,7 +582,7 @@ class TokenCanvas(QAbstractScrollArea):
         return super().viewportEvent(event)
 
     def keyPressEvent(self, event) -> None:  # noqa: N802 - Qt override
-        step = {Qt.Key_Left: -1, Qt.Key_Right: 1}.get(event.key())
+        step = {Qt.Key.Key_Left: -1, Qt.Key.Key_Right: 1}.get(event.key())
         if step is None or not self.tokens:
             super().keyPressEvent(event)
             return
@@ -610,10 +610,12 @@ class TokenCanvas(QAbstractScrollArea):
         return "<br>".join(rows)
 
 
-ALIGN_LEFT = Qt.AlignLeft | Qt.AlignVCenter | Qt.TextDontClip
-ALIGN_CENTER = Qt.AlignHCenter | Qt.AlignVCenter | Qt.TextDontClip
-ALIGN_TOP_CENTER = Qt.AlignHCenter | Qt.AlignTop
-ALIGN_BOTTOM_RIGHT = Qt.AlignRight | Qt.AlignBottom
+ALIGN_LEFT = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextDontClip
+ALIGN_CENTER = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextDontClip
+ALIGN_TOP_CENTER = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop
+ALIGN_BOTTOM_RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom
+NO_PEN, DASH = Qt.PenStyle.NoPen, Qt.PenStyle.DashLine  # looked up once: paint runs per chip
+NO_BRUSH, ELIDE = Qt.BrushStyle.NoBrush, Qt.TextElideMode.ElideRight
 
 
 class _Ink:

@@ -29,6 +29,13 @@ from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
 from forma_gui.app.token_store import TokenStore, release
 from forma_gui.app.workers import LatestRunner, gc_paused
 
+#: item-data roles as plain ints: data() runs for every visible cell and role, and
+#: comparing against the enum members costs ~1 µs each in PySide6
+DISPLAY, DECORATION, ALIGNMENT, FONT, TOOLTIP, USER = (int(r) for r in (
+    Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.TextAlignmentRole,
+    Qt.ItemDataRole.FontRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole))
+ALIGN_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+
 log = logging.getLogger(__name__)
 
 #: what a new user sees first: prose with a contraction, code, CJK, ZWJ emoji, Cyrillic
@@ -46,6 +53,7 @@ DEBOUNCE_MS = 30
 DEBOUNCE_LARGE_MS = 150         # a big document: wait for a pause in typing
 FULL_PRETOKENIZE_CHARS = 200_000  # beyond this, merge steps pre-tokenize a window only
 PRETOKEN_WINDOW = 4_096
+MAX_TRACE_CHARS = 256           # a longer pre-token (no pre-tokenizer) is traced word by word
 EMBEDDING_VIEW = "forma_gui.app.embedding_view:EmbeddingPanel"
 LARGE_PASTE = 256 * 1024        # characters; a bigger paste is inserted in slices
 PASTE_CHUNK = 64 * 1024         # first slice; later ones are sized to take ~20 ms
@@ -53,7 +61,7 @@ PASTE_SLICE_SECONDS = 0.02
 
 
 def _mono_font() -> QFont:
-    return QFontDatabase.systemFont(QFontDatabase.FixedFont)
+    return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
 
 
 class TokenTableModel(QAbstractTableModel):
@@ -77,22 +85,21 @@ class TokenTableModel(QAbstractTableModel):
     def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt override
         return 0 if parent.isValid() else len(self.HEADERS)
 
-    def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
-        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal and role == DISPLAY:
             return self.HEADERS[section]
         return None
 
-    def data(self, index, role=Qt.DisplayRole):
-        tok = self.tokens[index.row()]
+    def data(self, index, role=DISPLAY):
         col = index.column()
-        if role == Qt.DisplayRole:
-            return self._cell(index.row(), tok, col)
-        if role == Qt.FontRole and col == 3:
+        if role == DISPLAY:
+            return self._cell(index.row(), self.tokens[index.row()], col)
+        if role == FONT and col == 3:
             return self._mono
-        if role == Qt.TextAlignmentRole and col in (0, 1):
-            return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.DecorationRole and col == 1:
-            return token_color(hue_index(tok.id))
+        if role == ALIGNMENT and col in (0, 1):
+            return ALIGN_RIGHT
+        if role == DECORATION and col == 1:
+            return token_color(hue_index(self.tokens.ids[index.row()]))
         return None
 
     @staticmethod
@@ -128,19 +135,19 @@ class MergeStepsModel(QAbstractTableModel):
     def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else 3
 
-    def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
-        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal and role == DISPLAY:
             return self.HEADERS[section]
         return None
 
-    def data(self, index, role=Qt.DisplayRole):
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         rank, merge, symbols, hot = self.rows[index.row()]
-        if role == Qt.DisplayRole:
+        if role == DISPLAY:
             return (rank, merge, " ".join(symbols))[index.column()]
-        if role == Qt.UserRole:
+        if role == USER:
             return symbols, hot
-        if role == Qt.TextAlignmentRole and index.column() == 0:
-            return int(Qt.AlignRight | Qt.AlignVCenter)
+        if role == ALIGNMENT and index.column() == 0:
+            return ALIGN_RIGHT
         return None
 
 
@@ -163,23 +170,23 @@ class SymbolsDelegate(QStyledItemDelegate):
         if index.column() != 2:
             super().paint(painter, option, index)
             return
-        symbols, hot = index.data(Qt.UserRole)
+        symbols, hot = index.data(Qt.ItemDataRole.UserRole)
         painter.save()
-        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         fm = option.fontMetrics
         x, rect = option.rect.left() + 4.0, option.rect
         for i, sym in enumerate(symbols):
             w = fm.horizontalAdvance(sym) + 8.0
             if x + w > rect.right():
                 painter.setPen(option.palette.text().color())
-                painter.drawText(QRectF(x, rect.top(), 20, rect.height()), Qt.AlignVCenter, "…")
+                painter.drawText(QRectF(x, rect.top(), 20, rect.height()), Qt.AlignmentFlag.AlignVCenter, "…")
                 break
             chip = QRectF(x, rect.top() + 3, w, rect.height() - 6)
             painter.setBrush(token_color(hue_index(hash(sym) & 0xFFFF), 0))
-            painter.setPen(QPen(option.palette.text().color(), 1.5) if i == hot else Qt.NoPen)
+            painter.setPen(QPen(option.palette.text().color(), 1.5) if i == hot else Qt.PenStyle.NoPen)
             painter.drawRoundedRect(chip, 3, 3)
-            painter.setPen(Qt.black)
-            painter.drawText(chip, Qt.AlignCenter, sym)
+            painter.setPen(Qt.GlobalColor.black)
+            painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, sym)
             x += w + 3
         painter.restore()
 
@@ -289,7 +296,7 @@ class TokenizeView(QWidget):
         self._build()
         session.tokenizer_changed.connect(self._on_tokenizer_changed)
         session.token_selected.connect(self._on_token_selected)
-        session.weights_changed.connect(lambda _w: self._ensure_embedding())
+        session.weights_changed.connect(self._on_weights_changed)
         self.editor.setPlainText(session.text or DEFAULT_TEXT)
         if session.tokenizer is not None:
             self._retokenize()
@@ -314,7 +321,7 @@ class TokenizeView(QWidget):
         self.table.clicked.connect(lambda index: self.select_index(index.row()))
         self.table.activated.connect(lambda index: self.select_index(index.row()))
 
-        left = QSplitter(Qt.Vertical, self)
+        left = QSplitter(Qt.Orientation.Vertical, self)
         left.setChildrenCollapsible(False)
         for widget, label in ((self.editor, "Text"), (self.canvas, "Tokens"), (self.table, "Table")):
             left.addWidget(_titled(label, widget, self))
@@ -322,7 +329,7 @@ class TokenizeView(QWidget):
         left.setStretchFactor(1, 4)
         left.setStretchFactor(2, 2)
 
-        main = QSplitter(Qt.Horizontal, self)
+        main = QSplitter(Qt.Orientation.Horizontal, self)
         main.addWidget(left)
         main.addWidget(self._build_side())
         main.setStretchFactor(0, 3)
@@ -353,7 +360,7 @@ class TokenizeView(QWidget):
         bar.addStretch(1)
         self.stats = QLabel(self)
         self.stats.setObjectName("tokenStats")
-        self.stats.setTextFormat(Qt.RichText)
+        self.stats.setTextFormat(Qt.TextFormat.RichText)
         bar.addWidget(self.stats)
         return bar
 
@@ -371,16 +378,16 @@ class TokenizeView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         self.details = QLabel(side)
         self.details.setObjectName("tokenDetails")
-        self.details.setTextFormat(Qt.RichText)
+        self.details.setTextFormat(Qt.TextFormat.RichText)
         self.details.setWordWrap(True)
-        self.details.setAlignment(Qt.AlignTop | Qt.AlignLeft)
-        self.details.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.details.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details.setText(_hint("Click a token to see its bytes and how it was built."))
-        self.details.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Minimum)
+        self.details.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         layout.addWidget(_titled("Selected token", self.details, side))
         self.merge_note = QLabel(side)
         self.merge_note.setWordWrap(True)
-        self.merge_note.setTextFormat(Qt.RichText)
+        self.merge_note.setTextFormat(Qt.TextFormat.RichText)
         self.merge_model = MergeStepsModel(self)
         self.merge_table = self._make_table("mergeSteps", self.merge_model, stretch=2)
         self.merge_table.setItemDelegate(SymbolsDelegate(self.merge_table))
@@ -389,7 +396,7 @@ class TokenizeView(QWidget):
         box.setContentsMargins(0, 0, 0, 0)
         box.addWidget(self.merge_note)
         box.addWidget(self.merge_table, 1)
-        self.side_split = QSplitter(Qt.Vertical, side)
+        self.side_split = QSplitter(Qt.Orientation.Vertical, side)
         self.side_split.addWidget(_titled("Merge steps", merges, side))
         layout.addWidget(self.side_split, 1)
         return side
@@ -398,18 +405,18 @@ class TokenizeView(QWidget):
         table = QTableView(self)
         table.setObjectName(name)
         table.setModel(model)
-        table.setSelectionBehavior(QTableView.SelectRows)
-        table.setSelectionMode(QTableView.SingleSelection)
+        table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
         table.setAlternatingRowColors(True)
         table.setWordWrap(False)
         table.verticalHeader().hide()
         rows = table.verticalHeader()
-        rows.setSectionResizeMode(QHeaderView.Fixed)
+        rows.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         rows.setDefaultSectionSize(table.fontMetrics().height() + 8)
         header = table.horizontalHeader()
         header.setStretchLastSection(False)
-        header.setSectionResizeMode(QHeaderView.Interactive)
-        header.setSectionResizeMode(stretch, QHeaderView.Stretch)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
         header.setHighlightSections(False)
         return table
 
@@ -535,7 +542,7 @@ class TokenizeView(QWidget):
             return  # the editor moved on; the next result will be in sync
         cursor = QTextCursor(self.editor.document())
         cursor.setPosition(_qt_pos(self.text, tok.start))
-        cursor.setPosition(_qt_pos(self.text, tok.end), QTextCursor.KeepAnchor)
+        cursor.setPosition(_qt_pos(self.text, tok.end), QTextCursor.MoveMode.KeepAnchor)
         selection = QTextEdit.ExtraSelection()
         selection.cursor = cursor
         fmt = QTextCharFormat()
@@ -572,16 +579,20 @@ class TokenizeView(QWidget):
             return
         span = self._pretoken_of(tok)
         word = self.text[span[0]:span[1]] if span else ""
+        narrowed = len(word) > MAX_TRACE_CHARS
+        if narrowed:  # no pre-tokenizer (SentencePiece): trace the word around the token
+            word = self.text[_word_around(self.text, tok.start, tok.end)]
         try:
             steps = tokenizer.merge_steps(word) if word else []
         except Exception as e:  # noqa: BLE001 - show the problem, keep the view alive
             self._set_merges([], f"merge steps failed: {_esc(str(e))}")
             return
         shown = _esc(word.translate({ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"}))
+        what = "word" if narrowed else "pre-token"
         if steps:
-            note = f"pre-token <code>{shown}</code>: {len(steps)} merge{'s' * (len(steps) != 1)}"
+            note = f"{what} <code>{shown}</code>: {len(steps)} merge{'s' * (len(steps) != 1)}"
         else:
-            note = f"pre-token <code>{shown}</code>: no merges ({_esc(tokenizer.kind)})"
+            note = f"{what} <code>{shown}</code>: no merges ({_esc(tokenizer.kind)})"
         self._set_merges(steps, note)
 
     def _set_merges(self, steps: list, note: str) -> None:
@@ -641,6 +652,10 @@ class TokenizeView(QWidget):
                          else f"no merges ({_esc(tokenizer.kind)})")
 
     # ---- the embedding panel (another helper's view), created on first need ----------------
+    def _on_weights_changed(self, weights) -> None:
+        if weights is not None:  # its import (pyqtgraph) is too slow for launch
+            self._ensure_embedding()
+
     def _ensure_embedding(self) -> None:
         if self._embedding is not None:
             return
@@ -657,7 +672,7 @@ class TokenizeView(QWidget):
             return
         self.side_split.addWidget(_titled("Embedding", self._embedding, self))
         total = max(self.side_split.height(), 500)
-        self.side_split.setSizes([total * 3 // 5, total * 2 // 5])
+        self.side_split.setSizes([total // 2, total // 2])
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(1200, 800)
@@ -692,6 +707,23 @@ def _show_bytes(data: bytes) -> str:
     """A token's bytes as text, hex for any part that is not valid UTF-8."""
     return data.decode("utf-8", "backslashreplace").translate(
         {ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"})
+
+
+def _word_around(text: str, start: int, end: int) -> slice:
+    """The whitespace-delimited word holding text[start:end], with the space before it.
+
+    >>> "say hello world"[_word_around("say hello world", 5, 7)]
+    ' hello'
+    """
+    lo = start
+    while lo > 0 and not text[lo - 1].isspace() and start - lo < MAX_TRACE_CHARS:
+        lo -= 1
+    if lo > 0:
+        lo -= 1  # SentencePiece and GPT-2 both attach the space to the following word
+    hi = end
+    while hi < len(text) and not text[hi].isspace() and hi - end < MAX_TRACE_CHARS:
+        hi += 1
+    return slice(lo, hi)
 
 
 def _qt_pos(text: str, index: int) -> int:

@@ -20,6 +20,14 @@ from forma_gui.app.palette import hue_index, token_color
 from forma_gui.app.token_canvas import CONTROL_PICTURES, hex_bytes
 from forma_gui.app.workers import LatestRunner
 
+#: item-data roles as plain ints: data() runs for every visible cell and role, and
+#: comparing against the enum members costs ~1 µs each in PySide6
+DISPLAY, DECORATION, ALIGNMENT, FONT, TOOLTIP, USER = (int(r) for r in (
+    Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.TextAlignmentRole,
+    Qt.ItemDataRole.FontRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.UserRole))
+ALIGN_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+HANDLED = frozenset((DISPLAY, DECORATION, ALIGNMENT, FONT, TOOLTIP, USER))
+
 SEP = "\x00"              # joins pieces; never part of a query, so no match spans two pieces
 SEARCH_DEBOUNCE_MS = 120
 VISIBLE = {ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"} | CONTROL_PICTURES
@@ -178,27 +186,29 @@ class VocabModel(QAbstractTableModel):
     def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt override
         return 0 if parent.isValid() else len(self.HEADERS)
 
-    def headerData(self, section, orientation, role=Qt.DisplayRole):  # noqa: N802
-        if orientation != Qt.Horizontal or role != Qt.DisplayRole:
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if orientation != Qt.Orientation.Horizontal or role != Qt.ItemDataRole.DisplayRole:
             return None
         if section == 4 and self.tokenizer is not None and self.tokenizer.piece_style == "sentencepiece":
             return "score"
         return self.HEADERS[section]
 
-    def data(self, index, role=Qt.DisplayRole):
+    def data(self, index, role=DISPLAY):
+        if role not in HANDLED:
+            return None
         token_id, col = self.token_id(index.row()), index.column()
-        if role == Qt.DisplayRole:
+        if role == DISPLAY:
             return self._cell(token_id, col)
-        if role == Qt.DecorationRole and col == 0:
+        if role == DECORATION and col == 0:
             return token_color(hue_index(token_id))
-        if role == Qt.TextAlignmentRole and col in (0, 4):
-            return int(Qt.AlignRight | Qt.AlignVCenter)
-        if role == Qt.FontRole and col in (1, 2):
+        if role == ALIGNMENT and col in (0, 4):
+            return ALIGN_RIGHT
+        if role == FONT and col in (1, 2):
             kind = self.tokenizer.token_type(token_id)
             return self._bold if kind == "control" else self._italic if kind == "byte" else None
-        if role == Qt.ToolTipRole and col == 2:
+        if role == TOOLTIP and col == 2:
             return "bytes " + hex_bytes(self.tokenizer.token_bytes(token_id))
-        if role == Qt.UserRole:
+        if role == USER:
             return token_id
         return None
 
@@ -271,20 +281,20 @@ class VocabView(QWidget):
         self.table = QTableView(self)
         self.table.setObjectName("vocabTable")
         self.table.setModel(self.model)
-        self.table.setSelectionBehavior(QTableView.SelectRows)
-        self.table.setSelectionMode(QTableView.SingleSelection)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QTableView.SelectionMode.SingleSelection)
         self.table.setAlternatingRowColors(True)
         self.table.setWordWrap(False)
         self.table.verticalHeader().hide()
         rows = self.table.verticalHeader()
-        rows.setSectionResizeMode(QHeaderView.Fixed)  # uniform heights: no per-row measuring
+        rows.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)  # uniform heights: no per-row measuring
         rows.setDefaultSectionSize(self.table.fontMetrics().height() + 8)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.Interactive)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(False)
         for col, width in enumerate((100, 300, 300, 110, 110)):
             header.resizeSection(col, width)
-        header.setSectionResizeMode(2, QHeaderView.Stretch)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.table.selectionModel().currentRowChanged.connect(self._on_current_changed)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -379,7 +389,7 @@ class VocabView(QWidget):
         self._syncing = True
         try:
             self.table.selectionModel().setCurrentIndex(
-                index, QItemSelectionModel.ClearAndSelect | QItemSelectionModel.Rows)
+                index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
         finally:
             self._syncing = False
-        self.table.scrollTo(index, QTableView.PositionAtCenter)
+        self.table.scrollTo(index, QTableView.ScrollHint.PositionAtCenter)

@@ -34,6 +34,7 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable
 
+import shiboken6
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ class _Relay(QObject):
 
     @Slot(float)
     def _progressed(self, fraction: float) -> None:
-        if self.callbacks[2] is not None and not self.worker.aborted:
+        if self.callbacks[2] is not None and not self.worker.aborted and _alive(self.callbacks[2]):
             self.callbacks[2](fraction)
 
     @Slot()
@@ -153,8 +154,14 @@ class _Relay(QObject):
         # little longer than that instead of freeing it under its feet.
         _RETIRED.append(self.worker)
         callback = self.callbacks[which]
-        if callback is not None:
+        if callback is not None and _alive(callback):
             callback(*args)
+
+
+def _alive(callback: Callable) -> bool:
+    """False for a bound method of a QObject that Qt has deleted meanwhile (a closed view)."""
+    owner = getattr(callback, "__self__", None)
+    return not isinstance(owner, QObject) or shiboken6.isValid(owner)
 
 
 #: relays (and through them workers) in flight; dropped on delivery, on the GUI thread

@@ -13,6 +13,7 @@ import forma_gui
 from forma_gui._resources import default_tokenizer_path
 from forma_gui.app import main_window as mw
 from forma_gui.app.main_window import MainWindow
+from forma_gui.app.token_canvas import SHOWN
 from forma_gui.app.tokenize_view import INLINE_CHARS
 from tests.app._stub_tokenizer import StubTokenizer
 
@@ -44,7 +45,7 @@ def stub_loader(monkeypatch):
 @pytest.fixture
 def settings(tmp_path) -> QSettings:
     """Settings in a file under tmp_path: the user's own settings are never touched."""
-    return QSettings(str(tmp_path / "forma-gui.ini"), QSettings.IniFormat)
+    return QSettings(str(tmp_path / "forma-gui.ini"), QSettings.Format.IniFormat)
 
 
 @pytest.fixture
@@ -151,7 +152,7 @@ def test_click_selects_token_everywhere(qtbot, window):
     k = next(k for k, t in enumerate(view.tokens) if t.data == b" world")
     rect = view.canvas.token_rect(k)
     with qtbot.waitSignal(window.session.token_selected) as blocker:
-        qtbot.mouseClick(view.canvas.viewport(), Qt.LeftButton, pos=rect.center().toPoint())
+        qtbot.mouseClick(view.canvas.viewport(), Qt.MouseButton.LeftButton, pos=rect.center().toPoint())
     tok = view.tokens[k]
     assert blocker.args == [tok.id]
     assert view.canvas.selected == k
@@ -208,7 +209,7 @@ def test_open_folder_and_recent_files(qtbot, window, settings, tmp_path):
     qtbot.waitUntil(lambda: window.session.path == str(folder) and not window.loading, timeout=20_000)
     assert window.last_error is None
     assert window.recent_files()[0] == str(folder)
-    assert QSettings(settings.fileName(), QSettings.IniFormat).value("recentFiles") is not None
+    assert QSettings(settings.fileName(), QSettings.Format.IniFormat).value("recentFiles") is not None
 
 
 def test_drop_opens_the_dropped_path(qtbot, window, tmp_path, monkeypatch):
@@ -216,7 +217,7 @@ def test_drop_opens_the_dropped_path(qtbot, window, tmp_path, monkeypatch):
     monkeypatch.setattr(window, "open_path", opened.append)
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(tmp_path))])
-    event = QDropEvent(QPointF(10, 10), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
+    event = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     window.dropEvent(event)
     assert opened == [str(tmp_path)]
 
@@ -238,3 +239,46 @@ def test_views_are_built_lazily(qtbot, window):
     window.tabs.setCurrentIndex(index)
     assert window.views["Vocabulary"].objectName() == "vocabView"
     assert window.views["Vocabulary"].findChild(QTableView, "vocabTable") is not None
+
+
+@pytest.mark.parametrize("parts,piece_prefix", [
+    (("gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"), "Ġ"),
+    (("sentencepiece", "mistral_instruct_tokenizer_240323.model.v3"), "▁"),
+])
+def test_model_tokenizers_render_and_search(qtbot, window, parts, piece_prefix):
+    """Issue 3: open a GGUF and a SentencePiece model, type, check rendering and search."""
+    from tests.conftest import data_file
+
+    path = data_file(*parts)
+    window.open_path(path)
+    qtbot.waitUntil(lambda: window.session.path == str(path) and not window.loading, timeout=30_000)
+    assert window.last_error is None
+    tok = window.session.tokenizer
+    view = _tokenize_view(window)
+    text = "Hello world, 東京 costs 3€ 👩‍💻"
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    assert [t.id for t in view.tokens] == tok.encode(text)
+    labels = [view.canvas.label(k) for k in range(len(view.tokens))]
+    assert all("\ufffd" not in label for label in labels)
+    view.stored_box.setChecked(True)
+    stored = [view.canvas.label(k) for k in range(len(view.tokens))]
+    assert any(label.startswith(piece_prefix) for label in stored)
+    assert stored == [t.piece.translate(SHOWN) for t in view.tokens]  # invisibles named
+    view.stored_box.setChecked(False)
+
+    vocab = window.view("Vocabulary")
+    qtbot.waitUntil(lambda: vocab.index is not None and vocab.index.tokenizer is tok, timeout=30_000)
+    world = piece_prefix + "world"
+    vocab.search.setText(world)
+    vocab._run_search()
+    qtbot.waitUntil(lambda: not vocab._search_runner.busy and vocab.model.rows is not None, timeout=10_000)
+    assert vocab.model.token_id(0) == tok.id_of(world)
+    found = {vocab.model.token_id(r) for r in range(vocab.model.rowCount())}
+    assert all(world.lower() in tok.piece(i).lower() or "world" in tok.decode([i]).lower() for i in found)
+    # hex search finds the byte pieces of €
+    vocab.search.setText("0x e2 82")
+    vocab._run_search()
+    qtbot.waitUntil(lambda: not vocab._search_runner.busy, timeout=10_000)
+    ids = [vocab.model.token_id(r) for r in range(vocab.model.rowCount())]
+    assert ids and all(b"\xe2\x82" in tok.token_bytes(i) for i in ids)

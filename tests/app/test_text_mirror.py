@@ -23,7 +23,7 @@ def _apply(doc: QTextDocument, at: float, span: float, new: str) -> None:
     end = min(len(text), start + int(span * 4))
     cursor = QTextCursor(doc)  # positions in UTF-16 units, never inside a surrogate pair
     cursor.setPosition(_units(text[:start]))
-    cursor.setPosition(_units(text[:end]), QTextCursor.KeepAnchor)
+    cursor.setPosition(_units(text[:end]), QTextCursor.MoveMode.KeepAnchor)
     cursor.insertText(new)
 
 

@@ -143,7 +143,7 @@ def test_selection_syncs_both_ways(qtbot, view):
     # selecting a row here tells the session (and so the Tokenize view)
     with qtbot.waitSignal(session.token_selected) as blocker:
         view.table.selectionModel().setCurrentIndex(
-            view.model.index(65, 0), QItemSelectionModel.ClearAndSelect | QItemSelectionModel.Rows)
+            view.model.index(65, 0), QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
     assert blocker.args == [65]
     # an id hidden by the filter clears the filter so it can be shown
     _search(qtbot, view, "#3")
@@ -164,5 +164,5 @@ def test_view_follows_tokenizer_change(qtbot, view):
 def test_click_on_row_selects_token(qtbot, view):
     rect = view.table.visualRect(view.model.index(2, 1))
     with qtbot.waitSignal(view.session.token_selected) as blocker:
-        qtbot.mouseClick(view.table.viewport(), Qt.LeftButton, pos=rect.center())
+        qtbot.mouseClick(view.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert blocker.args == [2]
