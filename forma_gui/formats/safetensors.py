@@ -106,8 +106,8 @@ class SafetensorsFile:
             raise self._fail(f"{where}: expected an object with dtype, shape, data_offsets",
                              HEADER_LENGTH_BYTES)
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if dtype not in SAFETENSORS_DTYPES:
-            raise self._fail(f"{where}: unsupported dtype {dtype!r} (expected one of "
+        if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+            raise self._fail(f"{where}: unsupported dtype {dtype!r:.80} (expected one of "
                              f"{', '.join(SAFETENSORS_DTYPES)})", HEADER_LENGTH_BYTES)
         if not _int_list(shape) or len(shape) > MAX_DIMS or any(d < 0 for d in shape):
             raise self._fail(f"{where}: expected shape to be a list of at most {MAX_DIMS} "

@@ -222,6 +222,8 @@ def apply_json_ops(obj: Any, ops: Iterable[tuple]) -> bytes:
             parent[key]
         except (KeyError, IndexError, TypeError):
             continue  # an earlier op changed the structure under this path
+        if not isinstance(parent, (dict, list)):
+            continue
         if kind == "value":
             parent[key] = value
         elif kind == "raw":
@@ -307,9 +309,12 @@ def _size(path: Path) -> int:
 
 
 def _check_error(e: FormatError, files: Sequence[Path]) -> None:
-    """A FormatError names one of the input files (or their folder) and says something."""
-    names = {os.fspath(p) for p in files} | {os.fspath(p.parent) for p in files}
-    assert e.path in names, f"FormatError names {e.path!r}, not one of {sorted(names)}: {e}"
+    """A FormatError names one of the input files, their folder or a file in it (a shard
+    an index names), and says something."""
+    folders = {os.fspath(p.parent) for p in files}
+    names = {os.fspath(p) for p in files} | folders
+    assert e.path in names or os.path.dirname(e.path or "") in folders, \
+        f"FormatError names {e.path!r}, not one of {sorted(names)}: {e}"
     assert e.message.strip(), "FormatError without a message"
     if e.offset is not None:
         assert e.offset >= 0, e

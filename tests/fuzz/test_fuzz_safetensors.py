@@ -188,3 +188,14 @@ def test_header_length_over_the_library_cap(tmp_path: Path) -> None:
     err = run_reader(lambda: SafetensorsFile(path), [path], memory_multiple=0,
                      input_bytes=0, expect_error=True)
     assert err.offset == 0 and "100000000-byte limit" in err.message
+
+
+@pytest.mark.parametrize("dtype", [["F32"], {"F32": 1}])
+def test_dtype_of_a_wrong_json_type(tmp_path: Path, dtype: object) -> None:
+    """A list or object as dtype leaked TypeError (unhashable) from the dtype lookup."""
+    header = json.dumps({"w": {"dtype": dtype, "shape": [1], "data_offsets": [0, 4]}}).encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
+    err = run_reader(lambda: SafetensorsFile(path), [path], memory_multiple=0,
+                     expect_error=True)
+    assert "unsupported dtype" in err.message
