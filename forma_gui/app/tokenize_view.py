@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import zlib
 from bisect import bisect_right
 from time import perf_counter
 
@@ -28,6 +29,7 @@ from forma_gui.app.text_mirror import TextMirror
 from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
 from forma_gui.app.token_store import TokenStore, release
 from forma_gui.app.workers import LatestRunner, gc_paused
+from forma_gui.core.incremental import IncrementalEncoder, supports_edits
 
 #: item-data roles as plain ints: data() runs for every visible cell and role, and
 #: comparing against the enum members costs ~1 µs each in PySide6
@@ -123,10 +125,13 @@ class MergeStepsModel(QAbstractTableModel):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.rows: list[tuple[str, str, tuple[str, ...], int]] = []  # rank, merge, symbols, hot
+        self.slots: dict[str, int] = {}  # symbol -> hue slot of its token id (as in the chips)
 
-    def set_steps(self, steps: list) -> None:
+    def set_steps(self, steps: list, tokenizer=None) -> None:
         self.beginResetModel()
         self.rows = _merge_rows(steps)
+        symbols = {sym for row in self.rows for sym in row[2]}
+        self.slots = {sym: _symbol_slot(sym, tokenizer) for sym in symbols}
         self.endResetModel()
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
@@ -145,10 +150,16 @@ class MergeStepsModel(QAbstractTableModel):
         if role == DISPLAY:
             return (rank, merge, " ".join(symbols))[index.column()]
         if role == USER:
-            return symbols, hot
+            return symbols, hot, self.slots
         if role == ALIGNMENT and index.column() == 0:
             return ALIGN_RIGHT
         return None
+
+
+def _symbol_slot(symbol: str, tokenizer) -> int:
+    """The colour slot of a merge symbol: its token's, so it matches the chips."""
+    token_id = tokenizer.id_of(symbol) if tokenizer is not None else None
+    return hue_index(token_id if token_id is not None else zlib.crc32(symbol.encode()))
 
 
 def _merge_rows(steps: list) -> list[tuple[str, str, tuple[str, ...], int]]:
@@ -170,7 +181,7 @@ class SymbolsDelegate(QStyledItemDelegate):
         if index.column() != 2:
             super().paint(painter, option, index)
             return
-        symbols, hot = index.data(Qt.ItemDataRole.UserRole)
+        symbols, hot, slots = index.data(Qt.ItemDataRole.UserRole)
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         fm = option.fontMetrics
@@ -182,7 +193,7 @@ class SymbolsDelegate(QStyledItemDelegate):
                 painter.drawText(QRectF(x, rect.top(), 20, rect.height()), Qt.AlignmentFlag.AlignVCenter, "…")
                 break
             chip = QRectF(x, rect.top() + 3, w, rect.height() - 6)
-            painter.setBrush(token_color(hue_index(hash(sym) & 0xFFFF), 0))
+            painter.setBrush(token_color(slots[sym], 0))
             painter.setPen(QPen(option.palette.text().color(), 1.5) if i == hot else Qt.PenStyle.NoPen)
             painter.drawRoundedRect(chip, 3, 3)
             painter.setPen(Qt.GlobalColor.black)
@@ -288,7 +299,9 @@ class TokenizeView(QWidget):
         self._generation = 0
         self._pretokens: list[tuple[int, int]] | None = None
         self._emitting = False
-        self._embedding = None
+        self._embedding = None          # the panel; False when its module is missing
+        self._live: IncrementalEncoder | None = None  # tokens of mirror.text, kept edit by edit
+        self._embedding_box: QWidget | None = None
         self._runner = LatestRunner(self)
         self._runner.finished.connect(self._on_result)
         self._runner.failed.connect(self._on_failure)
@@ -310,6 +323,7 @@ class TokenizeView(QWidget):
         font.setPointSizeF(font.pointSizeF() + 1.5)
         self.editor.setFont(font)
         self.mirror = self.editor.mirror
+        self.mirror.changed.connect(self._follow_edit)
         self.mirror.changed.connect(self._schedule)
         self.editor.paste_progressed.connect(self._on_paste_progress)
         self.canvas = TokenCanvas(self)
@@ -323,8 +337,9 @@ class TokenizeView(QWidget):
 
         left = QSplitter(Qt.Orientation.Vertical, self)
         left.setChildrenCollapsible(False)
+        hints = {"Tokens": "click a token to see how it was built · dashed: bytes of a split character"}
         for widget, label in ((self.editor, "Text"), (self.canvas, "Tokens"), (self.table, "Table")):
-            left.addWidget(_titled(label, widget, self))
+            left.addWidget(_titled(label, widget, self, hints.get(label, "")))
         left.setStretchFactor(0, 2)
         left.setStretchFactor(1, 4)
         left.setStretchFactor(2, 2)
@@ -425,8 +440,14 @@ class TokenizeView(QWidget):
         """The one place text becomes tokens (runs on the GUI thread or a worker)."""
         return self.session.tokenizer.segment(text, special=self.special)
 
-    def _segment(self, text: str, tokenizer) -> TokenStore:
-        """_tokenize, packed into arrays; the GC is paused while the Token objects exist."""
+    def _segment(self, text: str, tokenizer) -> TokenStore | IncrementalEncoder:
+        """_tokenize, packed into arrays; the GC is paused while the Token objects exist.
+
+        A tokenizer that can re-encode edits locally gets an IncrementalEncoder instead,
+        which _apply keeps for the edits that follow (see _follow_edit).
+        """
+        if supports_edits(tokenizer, self.special):
+            return IncrementalEncoder(tokenizer, text, special=self.special)
         with gc_paused():
             tokens = self._tokenize(text)
             store = TokenStore.from_tokens(tokens, tokenizer)
@@ -455,6 +476,11 @@ class TokenizeView(QWidget):
         if tokenizer is None:
             self._apply(text, TokenStore(), None)
             return
+        live = self._live
+        if live is not None and live.tokenizer is tokenizer and live.special == self.special:
+            self._runner.cancel()
+            self._apply(text, live, tokenizer)  # every edit is in it already: nothing to encode
+            return
         if len(text) <= INLINE_CHARS:
             self._runner.cancel()
             try:
@@ -476,7 +502,35 @@ class TokenizeView(QWidget):
         log.error("tokenization failed: %s", getattr(error, "__traceback_text__", error))
         self.stats.setText(f"<span style='color:#c0392b'>tokenizer error: {_esc(str(error))}</span>")
 
-    def _apply(self, text: str, tokens: TokenStore, tokenizer) -> None:
+    def _follow_edit(self) -> None:
+        """Apply the editor's latest edit to the live encoder now (well under a millisecond).
+
+        The encoder is dropped, and the next re-tokenization encodes afresh, when the edit is
+        unknown (the mirror re-read the document) or too big to re-encode on the GUI thread.
+        """
+        edits, live = self.mirror.edits[:], self._live
+        self.mirror.edits.clear()  # this view is their only reader
+        if live is None:
+            return
+        edit = edits[0] if len(edits) == 1 else None
+        if edit is None or edit.removed < 0 or max(edit.removed, edit.added) > INLINE_CHARS:
+            self._live = None
+            return
+        try:
+            live.apply_edit(edit.start, edit.removed, self.mirror.text[edit.start:edit.start + edit.added])
+        except ValueError:  # out of step with the editor
+            self._live = None
+            return
+        if live.n_chars != len(self.mirror.text):
+            self._live = None
+
+    def _apply(self, text: str, tokens: TokenStore | IncrementalEncoder, tokenizer) -> None:
+        self._live = None
+        if isinstance(tokens, IncrementalEncoder):
+            if text is self.mirror.text:  # the same str object: no edit since it was encoded
+                self._live = tokens
+            tokens = TokenStore.from_columns(tokenizer, tokens.ids, tokens.starts, tokens.ends,
+                                             tokens.flags, tokens.nbytes)
         self.text, self.tokens, self.tokenizer = text, tokens, tokenizer
         self.selected_index = None
         self._pretokens = None
@@ -494,7 +548,7 @@ class TokenizeView(QWidget):
         sel = self.session.selected_token
         if sel is not None and n:
             count = self.tokens.count_id(sel)
-            extra = f" &nbsp;·&nbsp; id {sel} ×{count}"
+            extra = f" &nbsp;·&nbsp; id {sel} occurs {count}×"
         self.stats.setText(f"<b>{n:,}</b> tokens &nbsp;·&nbsp; {chars:,} chars &nbsp;·&nbsp; "
                            f"{nbytes:,} bytes &nbsp;·&nbsp; <b>{per}</b> chars/token{extra}")
 
@@ -596,7 +650,7 @@ class TokenizeView(QWidget):
         self._set_merges(steps, note)
 
     def _set_merges(self, steps: list, note: str) -> None:
-        self.merge_model.set_steps(steps)
+        self.merge_model.set_steps(steps, self.session.tokenizer)
         self.merge_note.setText(note)
         self.merge_table.resizeColumnToContents(0)
         self.merge_table.resizeColumnToContents(1)
@@ -621,7 +675,8 @@ class TokenizeView(QWidget):
         """Another view picked a token: outline its occurrences and show its details."""
         self.canvas.set_highlight_id(token_id)
         self._update_stats()
-        self._ensure_embedding()
+        if self.session.weights is not None:
+            self._ensure_embedding()
         if self._emitting or self.session.tokenizer is None:
             return
         start = 0 if self.selected_index is None else self.selected_index + 1
@@ -651,10 +706,13 @@ class TokenizeView(QWidget):
         self._set_merges(steps, f"how <code>{_esc(word)}</code> is built" if steps
                          else f"no merges ({_esc(tokenizer.kind)})")
 
-    # ---- the embedding panel (another helper's view), created on first need ----------------
+    # ---- the embedding panel (another helper's view), shown while weights are open ----------
     def _on_weights_changed(self, weights) -> None:
-        if weights is not None:  # its import (pyqtgraph) is too slow for launch
+        """Build the panel on first need: its import (pyqtgraph) is too slow for launch."""
+        if weights is not None:
             self._ensure_embedding()
+        if self._embedding_box is not None:
+            self._embedding_box.setVisible(weights is not None)
 
     def _ensure_embedding(self) -> None:
         if self._embedding is not None:
@@ -670,7 +728,8 @@ class TokenizeView(QWidget):
             log.warning("embedding panel unavailable", exc_info=True)
             self._embedding = False
             return
-        self.side_split.addWidget(_titled("Embedding", self._embedding, self))
+        self._embedding_box = _titled("Embedding", self._embedding, self)
+        self.side_split.addWidget(self._embedding_box)
         total = max(self.side_split.height(), 500)
         self.side_split.setSizes([total // 2, total // 2])
 
@@ -678,15 +737,16 @@ class TokenizeView(QWidget):
         return QSize(1200, 800)
 
 
-def _titled(title: str, widget: QWidget, parent: QWidget) -> QWidget:
-    """A widget under a small caption."""
+def _titled(title: str, widget: QWidget, parent: QWidget, hint: str = "") -> QWidget:
+    """A widget under a small caption (and an optional grey hint beside it)."""
     box = QWidget(parent)
     layout = QVBoxLayout(box)
     layout.setContentsMargins(0, 2, 0, 0)
     layout.setSpacing(2)
-    caption = QLabel(title, box)
+    text = f"<b>{_esc(title)}</b>" + (f" &nbsp;<span style='color:gray'>{_esc(hint)}</span>" if hint else "")
+    caption = QLabel(text, box)
+    caption.setTextFormat(Qt.TextFormat.RichText)
     font = caption.font()
-    font.setBold(True)
     font.setPointSizeF(font.pointSizeF() * 0.92)
     caption.setFont(font)
     layout.addWidget(caption)
