@@ -202,6 +202,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._chunk_cache: dict[str, tuple[int, ...]] = {}
         self._segment_cache: dict[bytes, tuple[int, ...]] = {}
         self._pairs: bytes | None = None
+        self._triples = None
         if self._ranks is not None:
             self._encoder_map = self._ranks
             self._model_bytes = self._bytes
@@ -443,7 +444,7 @@ class ByteLevelBPETokenizer(Tokenizer):
             cache.update((p, (t,)) for p, t in zip(pieces, whole) if t is not None)
             pieces = [p for p, t in zip(pieces, whole) if t is None]
             datas = [d for d, t in zip(datas, whole) if t is None]
-        parts, bounds = _cut_all(datas, table)
+        parts, bounds = _cut_all(datas, self._triple_table())
         part_ids = self._part_ids(parts)
         for piece, start, stop in zip(pieces, bounds, bounds[1:]):
             cache[piece] = tuple(chain.from_iterable(part_ids[start:stop]))
@@ -456,6 +457,12 @@ class ByteLevelBPETokenizer(Tokenizer):
         for part in set(parts).difference(known):
             known[part] = tuple(self._merge(part))
         return list(map(known.__getitem__, parts))
+
+    def _triple_table(self):
+        """(2-byte tokens, inner byte triples as a bitset) for the finer batch cuts (numpy, on first use)."""
+        if self._triples is None:
+            self._triples = _inner_triples(self._model_bytes)
+        return self._triples
 
     def _pair_table(self) -> bytes | None:
         """65536 flags: 1 if byte pair (a << 8 | b) occurs inside some token (built on first use).
@@ -614,26 +621,66 @@ def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):
     return (ranks, *columns)
 
 
-def _cut_all(datas: list[bytes], table: bytes) -> tuple[list[bytes], list[int]]:
-    """Cut every byte string where `table` says no token has the two bytes together.
+def _cut_all(datas: list[bytes], triples) -> tuple[list[bytes], list[int]]:
+    """Cut every byte string between two bytes that no merge can ever join.
 
-    Returns all the parts in order, and for string k the part index range bounds[k]:bounds[k+1].
+    A merge across the place between bytes i and i+1 makes a token that holds both: either
+    exactly those two bytes, or a triple (i-1, i, i+1) or (i, i+1, i+2) of the same string.
+    Where the vocabulary has none of these, no merge ever crosses, and the parts merge on
+    their own. Returns all parts in order, and for string k the part index range
+    bounds[k]:bounds[k+1].
     """
     import numpy as np
 
+    twos, bits = triples
     joined = b"".join(datas)
-    data = np.frombuffer(joined, dtype=np.uint8)
+    data = np.frombuffer(joined, dtype=np.uint8).astype(np.int32)  # (n,)
+    n = len(data)
     ends = np.cumsum(np.fromiter(map(len, datas), dtype=np.int64, count=len(datas)))
-    cut = np.zeros(len(data) + 1, dtype=bool)                # (n + 1,): a part starts/ends here
-    cut[0] = True
-    cut[ends] = True
-    if len(data) > 1:
-        codes = data[:-1].astype(np.int32) << 8 | data[1:]  # (n - 1,) neighbouring byte pairs
-        cut[1:-1] |= np.frombuffer(table, dtype=np.uint8)[codes] == 0
+    first = np.zeros(n + 1, dtype=bool)                             # (n + 1,): a string starts here
+    first[0] = True
+    first[ends] = True
+    cut = first.copy()
+    if n > 1:
+        code = data[:-1] << 8 | data[1:]                            # (n - 1,) place i: bytes i, i+1
+        left = np.zeros(n - 1, dtype=bool)                          # triple (i-1, i, i+1) in a token
+        left[1:] = _in_bitset(bits, data[:-2] << 16 | code[1:]) & ~first[1:n - 1]
+        right = np.zeros(n - 1, dtype=bool)                         # triple (i, i+1, i+2) in a token
+        right[:-1] = _in_bitset(bits, code[:-1] << 8 | data[2:]) & ~first[2:n]
+        two_token = np.frombuffer(twos, dtype=np.uint8)[code] == 1
+        cut[1:n] |= ~(two_token | left | right)
     positions = np.flatnonzero(cut)
     bounds = np.searchsorted(positions, np.concatenate(([0], ends))).tolist()
     offsets = positions.tolist()
     return [joined[a:b] for a, b in zip(offsets, offsets[1:])], bounds
+
+
+def _in_bitset(bits, codes):
+    """Membership of int codes in a little-endian bitset (numpy)."""
+    return (bits[codes >> 3] >> (codes & 7).astype(bits.dtype)) & 1 == 1
+
+
+def _inner_triples(token_bytes: list[bytes]):
+    """(65536 flags: the 2-byte tokens; a 2**24-bit set of byte triples found inside tokens)."""
+    import numpy as np
+
+    lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
+    twos = np.zeros(1 << 16, dtype=np.uint8)
+    two = [t for t in token_bytes if len(t) == 2]
+    if two:
+        pair = np.frombuffer(b"".join(two), dtype=np.uint8).astype(np.int32).reshape(-1, 2)
+        twos[pair[:, 0] << 8 | pair[:, 1]] = 1
+    data = np.frombuffer(b"".join(token_bytes), dtype=np.uint8).astype(np.int32)
+    seen = np.zeros(1 << 24, dtype=bool)
+    if len(data) > 2:
+        codes = data[:-2] << 16 | data[1:-1] << 8 | data[2:]      # (n - 2,) every byte triple
+        start = np.cumsum(lengths) - lengths                        # first byte of each token
+        inside = np.ones(len(data) + 2, dtype=bool)
+        # a triple starting at p stays inside one token unless a token starts at p+1 or p+2
+        inside[start[lengths > 0] - 1] = False
+        inside[start[lengths > 0] - 2] = False
+        seen[codes[inside[:len(codes)]]] = True
+    return twos.tobytes(), np.packbits(seen, bitorder="little")
 
 
 def _inner_pairs(token_bytes: list[bytes]) -> bytes:
