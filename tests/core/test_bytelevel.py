@@ -1,6 +1,8 @@
 """ByteLevelBPETokenizer as a class: raw-data construction, the encode contract, members."""
 from __future__ import annotations
 
+from itertools import accumulate
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -155,3 +157,23 @@ def test_cuts_and_batches_equal_plain_merging(gpt2, r50k, words):
         whole = [tok._encoder.get(p.encode()) if tok._ignore_merges else None for p in pieces]
         expected = [i for p, w in zip(pieces, whole) for i in ([w] if w is not None else tok._merge(p.encode()))]
         assert tok.encode(text) == expected
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(tokens=st.lists(st.binary(min_size=1, max_size=5).map(lambda b: bytes(x % 4 + 97 for x in b)),
+                       max_size=30),
+       datas=st.lists(st.binary(max_size=12).map(lambda b: bytes(x % 4 + 97 for x in b)), min_size=1, max_size=6))
+def test_batch_cuts_are_never_crossed_by_a_token(tokens, datas):
+    # No token of the vocabulary may occur in a string across a place where it is cut.
+    vocab = [bytes([b]) for b in range(256)] + tokens
+    parts, bounds = bytelevel._cut_all(datas, bytelevel._inner_triples(vocab))
+    for k, data in enumerate(datas):
+        pieces = parts[bounds[k]:bounds[k + 1]]
+        assert b"".join(pieces) == data
+        places = list(accumulate(map(len, pieces)))[:-1]
+        for place in places:
+            for token in tokens:
+                start = data.find(token)
+                while start >= 0:
+                    assert not start < place < start + len(token), (data, token, place)
+                    start = data.find(token, start + 1)
