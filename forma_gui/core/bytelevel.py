@@ -329,8 +329,20 @@ class ByteLevelBPETokenizer(Tokenizer):
             return []
         if self._space_safe:
             return self._encode_chunks(pats.chunk_at_spaces(text))
-        encode = self.encode_pretoken
-        return [i for s, e in self.pre_tokenize(text) for i in encode(text[s:e])]
+        return self._encode_pieces([text[s:e] for s, e in self.pre_tokenize(text)])
+
+    def _encode_pieces(self, pieces: list[str]) -> list[int]:
+        """Gather cached pre-token ids at C speed; encode the new pre-tokens first, in a batch."""
+        cache = self._piece_cache
+        try:
+            return list(chain.from_iterable(map(cache.__getitem__, pieces)))
+        except KeyError:
+            pass
+        self._encode_batch(list(set(pieces).difference(cache)))
+        try:
+            return list(chain.from_iterable(map(cache.__getitem__, pieces)))
+        except KeyError:  # the cache overflowed (or another thread cleared it) in between
+            return list(chain.from_iterable(map(self.encode_pretoken, pieces)))
 
     def _encode_chunks(self, chunks: list[str]) -> list[int]:
         """Gather cached chunk ids at C speed; encode the chunks the cache lacks first."""
