@@ -43,6 +43,16 @@ class TokenStore(Sequence):
             store._extend(tokens[lo:lo + SLICE], lo)
         return store
 
+    @classmethod
+    def from_columns(cls, tokenizer, ids: array, starts: array, ends: array, flags: bytearray,
+                     nbytes: int) -> "TokenStore":
+        """A store over copies of ready-made columns (an IncrementalEncoder's), every token
+        spelled as the vocabulary spells it."""
+        store = cls(tokenizer)
+        store.ids, store.starts, store.ends = ids[:], starts[:], ends[:]
+        store.flags, store.nbytes = bytearray(flags), nbytes
+        return store
+
     def _extend(self, tokens: list[Token], offset: int) -> None:
         self.ids.extend(array("i", [t.id for t in tokens]))
         self.starts.extend(array("i", [t.start for t in tokens]))

@@ -7,7 +7,9 @@ view exists) the embedding row of the selected token.
 
 Re-tokenization is debounced. Small inputs are encoded inline (a few ms); large ones go
 to a LatestRunner, so a 1 MB paste never blocks the window and only the newest text's
-result is ever shown. Every encode goes through `TokenizeView._tokenize`.
+result is ever shown. Every encode goes through `TokenizeView._segment`. For byte-level
+BPE that builds an IncrementalEncoder, which then follows the editor edit by edit
+(`_follow_edit`), so a keystroke in a 1 MB document re-encodes only around itself.
 """
 from __future__ import annotations
 

@@ -205,6 +205,11 @@ class IncrementalEncoder:
     def text(self) -> str:
         return str(self._blocks)[self._offset:]
 
+    @property
+    def n_chars(self) -> int:
+        """len(text), without building it."""
+        return len(self._blocks) - self._offset
+
     def __len__(self) -> int:
         """Number of tokens."""
         return len(self.ids)
@@ -255,7 +260,7 @@ class IncrementalEncoder:
     # ---- edits ---------------------------------------------------------------------------
     def apply_edit(self, start: int, removed_len: int, inserted_text: str) -> array:
         """text[start:start + removed_len] = inserted_text, re-encoding what it affects; returns `ids`."""
-        size = len(self._blocks) - self._offset
+        size = self.n_chars
         if not (0 <= start <= size and 0 <= removed_len <= size - start):
             raise ValueError(f"edit {start}+{removed_len} is outside the text (length {size})")
         if not removed_len and not inserted_text:
@@ -404,6 +409,11 @@ class IncrementalEncoder:
         _shift(self._m_ends, i + len(new), delta)
         text_of = self._blocks.slice
         return u0, u1, cur, seg_hi, [(s, t, ids[text_of(s, t)]) for s, t in new]
+
+
+def supports_edits(tokenizer: "Tokenizer", special: bool = False) -> bool:
+    """Whether an IncrementalEncoder re-encodes edits locally for this tokenizer and mode."""
+    return _incremental_pattern(tokenizer, special)[0] is not None
 
 
 # ---- helpers -----------------------------------------------------------------------------------

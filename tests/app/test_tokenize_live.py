@@ -1,0 +1,95 @@
+"""The Tokenize view follows typing with the incremental encoder: a large document is encoded
+once, then every keystroke re-encodes only around itself, and the table always equals a fresh
+encode of the editor's text."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextCursor
+
+from forma_gui.app.state import Session
+from forma_gui.app.tokenize_view import INLINE_CHARS, TokenizeView
+from forma_gui.formats.loader import load_tokenizer
+from tests.conftest import data_file
+
+LINE = "The quick brown fox can't jump 1234 times; Привет, мир! 東京は日本の首都です。 👩‍💻\n"
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return load_tokenizer(data_file("gpt2", "encoder.json"))
+
+
+@pytest.fixture
+def view(qtbot, gpt2):
+    session = Session()
+    session.set_tokenizer(gpt2)
+    view = TokenizeView(session)
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
+def _load(qtbot, view, text: str):
+    view.editor.setPlainText(text)
+    qtbot.waitUntil(lambda: view.text == text and view._live is not None, timeout=60_000)
+    return view._live
+
+
+def _move_to(view, position: int) -> None:
+    """Put the caret at a Python character offset."""
+    cursor = view.editor.textCursor()
+    before = view.mirror.text[:position]
+    cursor.setPosition(len(before.encode("utf-16-le")) // 2)
+    view.editor.setTextCursor(cursor)
+
+
+def _assert_matches_fresh_encode(view, tokenizer) -> None:
+    text = view.mirror.text
+    expected = tokenizer.encode(text)
+    assert view.table.model().rowCount() == len(expected)
+    assert list(view.tokens.ids) == expected
+    fresh = tokenizer.segment(text)
+    for k in (0, len(fresh) // 2, len(fresh) - 1):
+        got, want = view.tokens[k], fresh[k]
+        assert (got.id, got.start, got.end, got.partial) == (want.id, want.start, want.end, want.partial)
+
+
+def test_typing_into_a_large_document_re_encodes_locally(qtbot, view, gpt2):
+    text = LINE * 3000  # ~250 KB: above INLINE_CHARS, so the first encode runs in the worker
+    assert len(text) > INLINE_CHARS
+    live = _load(qtbot, view, text)
+    for position, typed in ((len(text) // 2, "x'll 42"), (17, " "), (len(text) - 3, "")):
+        _move_to(view, position)
+        qtbot.keyClicks(view.editor, typed)
+        qtbot.keyClick(view.editor, Qt.Key.Key_Return)
+        qtbot.keyClick(view.editor, Qt.Key.Key_Backspace)
+        qtbot.keyClick(view.editor, Qt.Key.Key_Backspace)
+        qtbot.waitUntil(lambda: view.text is view.mirror.text, timeout=10_000)
+        _assert_matches_fresh_encode(view, gpt2)
+    assert view._live is live and live.full_encodes == 0  # every keystroke went through it
+    assert live.last_splice.removed < 20
+
+
+def test_selection_replace_and_undo_stay_exact(qtbot, view, gpt2):
+    _load(qtbot, view, LINE * 50)
+    cursor = view.editor.textCursor()
+    cursor.setPosition(30)
+    cursor.setPosition(400, QTextCursor.MoveMode.KeepAnchor)
+    view.editor.setTextCursor(cursor)
+    qtbot.keyClicks(view.editor, "Z")
+    qtbot.keyClick(view.editor, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)  # undo
+    qtbot.waitUntil(lambda: view.text is view.mirror.text, timeout=10_000)
+    _assert_matches_fresh_encode(view, gpt2)
+
+
+def test_special_toggle_and_new_tokenizer_start_afresh(qtbot, view, gpt2):
+    live = _load(qtbot, view, "a <|endoftext|> b " * 10)
+    view.special_box.setChecked(True)
+    qtbot.waitUntil(lambda: view._live is not None and view._live is not live, timeout=10_000)
+    assert view._live.special and list(view.tokens.ids) == gpt2.encode(view.mirror.text, special=True)
+    spm = load_tokenizer(data_file("sentencepiece", "botchan_en_bpe_1000.model"))
+    view.session.set_tokenizer(spm)  # no local re-encoding for SentencePiece: the old path
+    qtbot.waitUntil(lambda: view.tokenizer is spm, timeout=10_000)
+    assert view._live is None and list(view.tokens.ids) == spm.encode(view.mirror.text, special=True)
