@@ -36,10 +36,13 @@ def load_hf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) ->
     if pattern:
         stages = [pats.resolve_name(pattern)]
     forms = normalizer_forms(obj.get("normalizer"), path)
-    vocab = _section(model, "vocab", dict, path)
-    merges = _section(model, "merges", list, path)
-    added = added_tokens(obj.get("added_tokens") or [], path)
+    vocab = _vocab(_section(model, "vocab", dict, path), path)
+    merges = _merges(_section(model, "merges", list, path), path)
+    added = added_tokens(_section(obj, "added_tokens", list, path, optional=True), path)
     unk = model.get("unk_token")
+    if unk is not None and not isinstance(unk, str):
+        raise FormatError(f"expected model.unk_token to be a string or null, got {unk!r:.60}",
+                          path=path)
     unk_id = vocab.get(unk) if unk is not None else None
     try:
         return ByteLevelBPETokenizer(
@@ -64,22 +67,47 @@ def _read_json(path: Path) -> dict:
     return obj
 
 
-def _section(obj: dict, key: str, kind: type, path: Path) -> Any:
+def _section(obj: dict, key: str, kind: type, path: Path, *, optional: bool = False) -> Any:
     value = obj.get(key)
+    if optional and value is None:
+        return kind()
     if not isinstance(value, kind):
         raise FormatError(f"expected {key!r} to be a JSON {'object' if kind is dict else 'array'}", path=path)
     return value
 
 
+def _vocab(vocab: dict, path: Path) -> dict[str, int]:
+    """model.vocab: piece -> non-negative integer id."""
+    bad = next((k for k, v in vocab.items() if type(v) is not int or v < 0), None)
+    if bad is not None:
+        raise FormatError(f"model.vocab[{bad!r:.60}]: expected a non-negative integer id, got "
+                          f"{vocab[bad]!r:.60}", path=path)
+    return vocab
+
+
+def _merges(merges: list, path: Path) -> list:
+    """model.merges: "left right" strings, or [left, right] pairs of strings."""
+    if all(map(str.__instancecheck__, merges)) or all(
+            type(m) is list and len(m) == 2 and type(m[0]) is str and type(m[1]) is str
+            for m in merges):
+        return merges
+    for n, m in enumerate(merges):
+        if not (isinstance(m, str) or (isinstance(m, list) and len(m) == 2
+                                       and all(isinstance(p, str) for p in m))):
+            raise FormatError(f"model.merges[{n}]: expected \"left right\" or [left, right], "
+                              f"got {m!r:.60}", path=path)
+    return merges
+
+
 def _check_model(model: dict, path: Path) -> None:
     kind = model.get("type") or ("BPE" if "merges" in model else None)
     if kind != "BPE":
-        raise FormatError(f"tokenizer.json model type {kind or 'unknown'!r} is not supported here "
-                          "(this loader reads byte-level BPE models)", path=path)
+        raise FormatError(f"tokenizer.json model type {kind or 'unknown'!r:.40} is not supported "
+                          "here (this loader reads byte-level BPE models)", path=path)
     for key in ("continuing_subword_prefix", "end_of_word_suffix"):
         if model.get(key):
-            raise FormatError(f"BPE with {key}={model[key]!r} is not byte-level BPE; not supported",
-                              path=path)
+            raise FormatError(f"BPE with {key}={model[key]!r:.40} is not byte-level BPE; not "
+                              "supported", path=path)
 
 
 def pre_tokenizer_stages(spec: dict | None, path: Path) -> tuple[list[str], bool]:
@@ -102,7 +130,8 @@ def pre_tokenizer_stages(spec: dict | None, path: Path) -> tuple[list[str], bool
         elif kind == "Split":
             stages.append(_split_regex(item, path))
         else:
-            raise FormatError(f"pre-tokenizer {kind!r} is not supported (ByteLevel and Split are)", path=path)
+            raise FormatError(f"pre-tokenizer {kind!r:.40} is not supported (ByteLevel and Split "
+                              "are)", path=path)
     if not byte_level:
         raise FormatError("BPE without a ByteLevel pre-tokenizer is not byte-level BPE; not supported",
                           path=path)
@@ -112,14 +141,16 @@ def pre_tokenizer_stages(spec: dict | None, path: Path) -> tuple[list[str], bool
 def _split_regex(item: dict, path: Path) -> str:
     behavior, invert = item.get("behavior"), item.get("invert", False)
     if behavior != "Isolated" or invert:
-        raise FormatError(f"Split with behavior={behavior!r}, invert={invert!r} is not supported "
-                          "(only Isolated, not inverted)", path=path)
+        raise FormatError(f"Split with behavior={behavior!r:.40}, invert={invert!r:.40} is not "
+                          "supported (only Isolated, not inverted)", path=path)
     spec = item.get("pattern") or {}
+    if not isinstance(spec, dict):
+        raise FormatError(f"Split pattern {spec!r:.60} is not an object", path=path)
     if isinstance(spec.get("Regex"), str):
         return spec["Regex"]
     if isinstance(spec.get("String"), str):
         return regex.escape(spec["String"])
-    raise FormatError(f"Split pattern {spec!r} is neither Regex nor String", path=path)
+    raise FormatError(f"Split pattern {spec!r:.60} is neither Regex nor String", path=path)
 
 
 def normalizer_forms(spec: dict | None, path: Path) -> list[str]:
@@ -127,8 +158,9 @@ def normalizer_forms(spec: dict | None, path: Path) -> list[str]:
     forms = []
     for item in _flatten(spec, "normalizers", path):
         kind = item.get("type")
-        if kind not in NORMALIZERS:
-            raise FormatError(f"normalizer {kind!r} is not supported (NFC, NFKC, NFD, NFKD are)", path=path)
+        if not isinstance(kind, str) or kind not in NORMALIZERS:
+            raise FormatError(f"normalizer {kind!r:.40} is not supported (NFC, NFKC, NFD, NFKD "
+                              "are)", path=path)
         forms.append(kind)
     return forms
 
@@ -138,7 +170,7 @@ def _flatten(spec: dict | None, key: str, path: Path) -> list[dict]:
     if spec is None:
         return []
     if not isinstance(spec, dict):
-        raise FormatError(f"expected an object or null, got {spec!r}", path=path)
+        raise FormatError(f"expected an object or null, got {spec!r:.60}", path=path)
     if spec.get("type") == "Sequence":
         items = spec.get(key)
         if not isinstance(items, list):
