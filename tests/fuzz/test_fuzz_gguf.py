@@ -22,8 +22,9 @@ from forma_gui.errors import FormatError
 from forma_gui.formats.gguf import GGUFFile
 from forma_gui.formats.loader import load_tokenizer
 from tests.conftest import data_file
-from tests.fuzz.harness import (Field, apply_ops, byte_ops, fresh_path, fuzz_settings,
-                                note_example, run_reader)
+from tests.fuzz.harness import (TOKENIZER_MEMORY_MULTIPLE, Field, apply_ops, byte_ops,
+                                check_tokenizer, fresh_path, fuzz_settings, note_example,
+                                run_reader)
 
 SEED_FILES = [("gguf", "SmolLM2-135M-Instruct.Q4_1.gguf"),
               *[("gguf-vocab", f"ggml-vocab-{n}.gguf")
@@ -196,12 +197,6 @@ def check_weights(w) -> None:
         assert x.shape == t.shape and x.dtype == np.float32
 
 
-def check_tokenizer(tok) -> None:
-    ids = tok.encode("Hello wörld 123\n")
-    assert all(0 <= i < tok.vocab_size for i in ids)
-    tok.decode_bytes(ids)
-
-
 def run_all(path: Path, size: int) -> None:
     files = [path]
     note_example("gguf")
@@ -212,7 +207,8 @@ def run_all(path: Path, size: int) -> None:
     run_reader(lambda: open_weights(path), files, memory_multiple=MEMORY_MULTIPLE,
                input_bytes=size, check=check_weights)
     if HAS_GGUF_TOKENIZER:
-        run_reader(lambda: load_tokenizer(path), files, memory_multiple=64,
+        run_reader(lambda: load_tokenizer(path), files,
+                   memory_multiple=TOKENIZER_MEMORY_MULTIPLE,
                    input_bytes=size, check=check_tokenizer)
 
 
