@@ -26,9 +26,14 @@ with ``p = prepare(t)``. The live-editing path builds on exactly these three cal
 Speed: for the patterns in `patterns.SPACE_SAFE` the text is first cut at spaces that follow
 a non-space (an exact pre-token boundary for them) and each chunk's ids are cached too; a warm
 encode is then one C-level cut plus a C-level gather (``map(cache.__getitem__, chunks)``).
-A pre-token that is a whole vocabulary entry is looked up directly where the reference
-library does so (tiktoken always, HF with ``ignore_merges``). Caches are bounded
-(`CACHE_LIMIT` entries each; cleared when full).
+New chunks go through one regex pass together, and their new pre-tokens through BPE together:
+a pre-token that is a whole vocabulary entry is looked up directly where the reference library
+does so (tiktoken always, HF with ``ignore_merges``); the others are cut where no merge can
+ever join two bytes (no token holds them together), and the parts are merged once each and
+cached. Caches are bounded (`CACHE_LIMIT` entries each; cleared when full).
+
+A merges list that names the same pair twice keeps the last rank (HF's merge map does so;
+llama.cpp keeps the first). The merge order is lowest rank, leftmost, in both.
 
 Bytes with no vocabulary entry (possible in vocab.json/GGUF vocabularies, never in tiktoken
 files) become `unk_id` if one is given and are dropped otherwise, as HF tokenizers does.
@@ -52,7 +57,7 @@ from forma_gui.core.byte_map import (
 )
 from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer
 
-#: entries per cache (pre-token cache and chunk cache) before it is cleared
+#: entries per cache (chunks, pre-tokens, parts) before it is cleared
 CACHE_LIMIT = 1 << 18
 #: batches of new pre-tokens at least this large are cut with numpy
 BATCH = 64
@@ -729,4 +734,4 @@ def _compile_all(pattern) -> list[regex.Pattern]:
     return [p if isinstance(p, regex.Pattern) else pats.get_pattern(p) for p in items]
 
 
-__all__ = ["ByteLevelBPETokenizer", "MergeError", "replace_surrogates", "utf8", "BYTE_TO_UNICODE"]
+__all__ = ["ByteLevelBPETokenizer", "MergeError", "replace_surrogates", "utf8"]
