@@ -22,6 +22,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar,
                                QTabWidget, QVBoxLayout, QWidget)
 
+from forma_gui.app import configure_pyqtgraph
 from forma_gui.app.state import Session
 from forma_gui.app.workers import LatestRunner
 
@@ -44,16 +45,6 @@ RECENT_KEY = "recentFiles"
 MAX_RECENT = 10
 FILE_FILTER = ("Models and tokenizers (*.gguf *.safetensors *.json *.model *.model.v3 *.v3 "
                "*.tiktoken *.bpe *.txt);;All files (*)")
-
-
-def configure_pyqtgraph():
-    """Import pyqtgraph once, with the options every view relies on; returns the module."""
-    import pyqtgraph
-
-    if not getattr(pyqtgraph, "_forma_configured", False):
-        pyqtgraph.setConfigOptions(imageAxisOrder="row-major", antialias=True)
-        pyqtgraph._forma_configured = True
-    return pyqtgraph
 
 
 @dataclass
@@ -326,12 +317,15 @@ class MainWindow(QMainWindow):
         if not isinstance(error, (OSError, ValueError)):
             log.error("opening %s failed:\n%s", path, getattr(error, "__traceback_text__", error))
         self.session.error_raised.emit("Cannot open file", describe_error(path, error))
+        if self.session.tokenizer is None and not _is_default(path):
+            self.open_default()  # nothing was open before (a bad FILE argument): stay usable
 
     def _show_error(self, title: str, message: str) -> None:
         """The one place errors are shown: a single dialog, replaced if already up."""
         self.last_error = message
         log.warning("%s: %s", title, message)
-        still = self.session.path and Path(self.session.path).name
+        path = self.session.path
+        still = "The embedded GPT-2 vocabulary" if path and _is_default(path) else path and Path(path).name
         detail = f"{still} is still open." if still else ""
         if self._error_box is None:
             self._error_box = QMessageBox(QMessageBox.Icon.Critical, title, message, QMessageBox.StandardButton.Ok, self)

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel,
                                QPlainTextEdit, QSizePolicy, QSplitter, QStyledItemDelegate,
                                QTableView, QTextEdit, QVBoxLayout, QWidget)
 
+from forma_gui.app import configure_pyqtgraph
 from forma_gui.app.palette import hue_index, token_color
 from forma_gui.app.text_mirror import TextMirror
 from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
@@ -724,6 +725,7 @@ class TokenizeView(QWidget):
             if importlib.util.find_spec(module_name) is None:
                 self._embedding = False
                 return
+            configure_pyqtgraph()
             cls = getattr(importlib.import_module(module_name), class_name)
             self._embedding = cls(self.session, self)
         except Exception:  # noqa: BLE001 - an unfinished view must not break tokenizing

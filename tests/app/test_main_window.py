@@ -282,3 +282,15 @@ def test_model_tokenizers_render_and_search(qtbot, window, parts, piece_prefix):
     qtbot.waitUntil(lambda: not vocab._search_runner.busy, timeout=10_000)
     ids = [vocab.model.token_id(r) for r in range(vocab.model.rowCount())]
     assert ids and all(b"\xe2\x82" in tok.token_bytes(i) for i in ids)
+
+
+def test_bad_first_file_falls_back_to_default(qtbot, settings, stub_loader, tmp_path):
+    bad = tmp_path / "weights.bin"
+    bad.write_bytes(b"\x80\x02}q\x00.")  # a pickle: refused, never unpickled
+    win = MainWindow(settings=settings)
+    qtbot.addWidget(win)
+    win.open_path(bad)
+    qtbot.waitUntil(lambda: win.session.tokenizer is not None and not win.loading, timeout=20_000)
+    assert str(bad) in win.last_error and "pickle" in win.last_error
+    assert win.session.path == str(default_tokenizer_path())
+    win._error_box.close()
