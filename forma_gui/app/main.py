@@ -1,8 +1,8 @@
 """`forma-gui [FILE]` and `python -m forma_gui [FILE]`: open the window.
 
 Startup imports only Qt and the Tokenize view; the embedded GPT-2 vocabulary (or FILE)
-loads in a worker after the window is on screen, and the other views are built when
-their tab is first shown.
+loads in a worker while the window is shown, and the other views are built when their
+tab is first shown.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     from forma_gui.app.main_window import MainWindow
 
     window = MainWindow()
-    # start loading before the first paint: the worker overlaps with showing the window
+    # Start loading before the first paint, so the worker overlaps with showing the window.
+    # (Starting it before importing Qt is slower: the loader and the imports share the GIL.)
     if args.file:
         window.open_path(args.file)
     else:

@@ -1,0 +1,104 @@
+"""What opening a path loads, without Qt (it runs in the window's worker).
+
+`load_path(path)` runs off the GUI thread: a .gguf gives a tokenizer and weights, a
+.safetensors weights, a model folder (config.json) weights and its tokenizer, anything
+else a tokenizer.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Opened:
+    """What a worker loaded for one path."""
+
+    path: str
+    tokenizer: object = None
+    weights: object = None
+    note: str = ""
+
+
+def load_path(path: str) -> Opened:
+    """Load what `path` holds (runs in a worker): tokenizer and/or weights."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    if p.is_dir():
+        if (p / "config.json").exists() or any(p.glob("*.safetensors")):
+            return _load_model_folder(p)
+        return Opened(path, tokenizer=_load_tokenizer(p))
+    if p.suffix == ".gguf" or _head(p, 4) == b"GGUF":
+        tokenizer = _load_tokenizer(p)
+        return Opened(path, tokenizer=tokenizer, weights=_open_weights(p))
+    if p.suffix == ".safetensors":
+        weights = _open_weights(p)
+        if weights is None:
+            raise RuntimeError(f"{path}: safetensors support is not available in this build")
+        return Opened(path, weights=weights)
+    return Opened(path, tokenizer=_load_tokenizer(p))
+
+
+def _load_model_folder(folder: Path) -> Opened:
+    """A Hugging Face model folder: weights, and the tokenizer when there is one."""
+    from forma_gui.errors import FormatError
+
+    weights = _open_weights(folder)
+    try:
+        tokenizer = _load_tokenizer(folder)
+    except FormatError as e:
+        if weights is None:
+            raise
+        return Opened(str(folder), weights=weights, note=f"no tokenizer loaded: {e}")
+    return Opened(str(folder), tokenizer=tokenizer, weights=weights)
+
+
+def _load_tokenizer(path: Path):
+    import forma_gui
+
+    return forma_gui.load_tokenizer(path)
+
+
+def _open_weights(path: Path):
+    """open_weights, or None while the weights reader is not part of this build."""
+    import forma_gui
+
+    try:
+        return forma_gui.open_weights(path)
+    except ImportError as e:
+        if e.name and e.name.startswith("forma_gui"):
+            log.warning("weights reader unavailable: %s", e)
+            return None
+        raise
+
+
+def _head(path: Path, n: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def close_unused(opened: Opened) -> None:
+    """Release a load result nobody will use (a newer open replaced it)."""
+    if opened is not None and opened.weights is not None and hasattr(opened.weights, "close"):
+        opened.weights.close()
+
+
+def describe_error(path: str, error: BaseException) -> str:
+    """One line naming the file, the problem and (for FormatError) the offset."""
+    from forma_gui.errors import FormatError
+
+    if isinstance(error, FormatError):
+        text = str(error)
+        return text if error.path else f"{path}: {text}"
+    if isinstance(error, OSError):
+        return f"{path}: {error.strerror or error}"
+    text = str(error) or type(error).__name__
+    return text if path in text else f"{path}: {text}"
+
