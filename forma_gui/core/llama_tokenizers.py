@@ -24,23 +24,23 @@ import threading
 from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import LlamaPreTokenizer
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
-                                        LlamaTokenizeError, LlamaTokenizer, LlamaVocab,
-                                        char_spans)
+                                        LlamaTokenizer, LlamaVocab, char_spans)
 from forma_gui.core.sentencepiece import SPACE, f32, merge_by_score
 from forma_gui.core.tokenizer import MergeStep
 
 FLT_MAX = 3.4028234663852886e38
 
 
-def byte_token(vocab: LlamaVocab, byte: int) -> int:
-    """llama_vocab::byte_to_token for SPM/UGM: ``<0xNN>``, else the one-byte text."""
+def byte_token(vocab: LlamaVocab, byte: int) -> int | None:
+    """llama_vocab::byte_to_token for SPM/UGM: ``<0xNN>``, else the one-byte text.
+
+    With neither, llama.cpp throws (std::out_of_range) and the tokenization fails; a text
+    inspector cannot stop there, so the unknown token stands in (None if there is none).
+    """
     token = vocab.text_to_token(f"<0x{byte:02X}>")
     if token is None:
         token = vocab.text_to_token(bytes([byte]).decode("utf-8", "surrogateescape"))
-    if token is None:
-        raise LlamaTokenizeError(f"the vocabulary has no token for byte 0x{byte:02X} (neither "
-                                 f"<0x{byte:02X}> nor the byte itself); llama.cpp aborts here")
-    return token
+    return vocab.specials.get("unk") if token is None else token
 
 
 # ---- SPM ---------------------------------------------------------------------------------
@@ -82,8 +82,8 @@ class LlamaSPMTokenizer(LlamaTokenizer):
             if token is not None:
                 out.append((token, b, e))
             else:
-                out.extend((byte_token(self.vocab, x), b, e)
-                           for x in sym.encode("utf-8", "surrogatepass"))
+                tokens = (byte_token(self.vocab, x) for x in sym.encode("utf-8", "surrogatepass"))
+                out.extend((t, b, e) for t in tokens if t is not None)
             pos += len(sym)
         return out
 
@@ -144,6 +144,8 @@ class LlamaUGMTokenizer(LlamaTokenizer):
             return []
         byte_spans = []
         for token, b, e in self._viterbi(normalized):
+            if token < 0:  # no unknown token to stand for an unknown character
+                continue
             ob = n2o[b]
             oe = n2o[e] if e < len(n2o) else len(data)
             byte_spans.append((token, ob, max(ob, oe)))

@@ -57,10 +57,6 @@ FIM_TEXTS = {
 ALWAYS_USER_DEFINED = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 
 
-class LlamaTokenizeError(ValueError):
-    """A text llama.cpp cannot tokenize with this vocabulary (it would abort)."""
-
-
 class LlamaVocab:
     """Token texts, scores and attributes, special ids and flags, as llama.cpp holds them.
 
