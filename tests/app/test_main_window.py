@@ -294,3 +294,32 @@ def test_bad_first_file_falls_back_to_default(qtbot, settings, stub_loader, tmp_
     assert str(bad) in win.last_error and "pickle" in win.last_error
     assert win.session.path == str(default_tokenizer_path())
     win._error_box.close()
+
+
+def test_special_token_toggle(qtbot, window):
+    view = _tokenize_view(window)
+    tok = window.session.tokenizer
+    text = "a<|endoftext|>b" if tok.vocab_size > 50000 else "a<|end|>b"
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    assert [t.id for t in view.tokens] == tok.encode(text)
+    view.special_box.setChecked(True)
+    qtbot.waitUntil(lambda: any(t.special for t in view.tokens), timeout=10_000)
+    assert [t.id for t in view.tokens] == tok.encode(text, special=True)
+    k = next(k for k, t in enumerate(view.tokens) if t.special)
+    assert view.canvas.label(k) == view.tokens[k].piece
+    assert "special token" in view.canvas.tooltip(k)
+
+
+def test_safetensors_opens_weights_and_keeps_the_tokenizer(qtbot, window, tmp_path):
+    np = pytest.importorskip("numpy")
+    save_file = pytest.importorskip("safetensors.numpy").save_file
+    path = tmp_path / "model.safetensors"
+    save_file({"embed.weight": np.zeros((4, 3), dtype=np.float32)}, str(path))
+    tokenizer = window.session.tokenizer
+    window.open_path(path)
+    qtbot.waitUntil(lambda: window.session.weights is not None and not window.loading, timeout=10_000)
+    assert window.last_error is None
+    assert window.session.tokenizer is tokenizer
+    assert window.session.path == str(path)
+    assert "tensor" in window.kind_label.text()
