@@ -127,20 +127,23 @@ class ByteLevelBPETokenizer(Tokenizer):
                    path: str | None = None) -> "ByteLevelBPETokenizer":
         """Build from a tiktoken rank table {token bytes: rank}; rank == id == merge priority.
 
-        A dict is used as it is (not copied): do not change it afterwards.
+        A dict is used as it is (not copied): do not change it afterwards. Added tokens whose
+        id is already a rank are left out (tiktoken's special tokens sit outside the ranks).
         """
         self = cls.__new__(cls)
-        Tokenizer.__init__(self, name=name, path=path, added_tokens=added_tokens)
         ranks = ranks if type(ranks) is dict else dict(ranks)
-        size = max(ranks.values(), default=-1) + 1
-        if ranks and len(ranks) == size and list(ranks.values()) == list(range(size)):
-            token_bytes = list(ranks)  # the usual case: a file sorted by rank, no gaps
+        if ranks and list(ranks.values()) == list(range(len(ranks))):
+            size, token_bytes = len(ranks), list(ranks)  # the usual case: sorted by rank, no gaps
+            holes: set[int] = set()
         else:
+            size = max(ranks.values(), default=-1) + 1
             token_bytes = [b""] * size
             for data, rank in ranks.items():
                 token_bytes[rank] = data
-        self._bytes, self._literal = token_bytes, set()
-        self._holes = set() if len(ranks) == size else set(range(size)).difference(ranks.values())
+            holes = set(range(size)).difference(ranks.values())
+        added_tokens = [t for t in added_tokens if t.id >= size or t.id in holes]
+        Tokenizer.__init__(self, name=name, path=path, added_tokens=added_tokens)
+        self._bytes, self._literal, self._holes = token_bytes, set(), holes
         self._pieces = None  # spelled lazily: most uses never ask
         self._piece_ids = None
         self._ranks = ranks

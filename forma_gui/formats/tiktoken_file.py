@@ -19,6 +19,7 @@ from forma_gui.core.bytelevel import ByteLevelBPETokenizer
 from forma_gui.core.patterns import ALIASES, PATTERNS, resolve_name
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError
+from forma_gui.formats.limits import check_id_space, id_limit
 
 #: encoding name -> the special tokens tiktoken registers for it
 SPECIAL_TOKENS: dict[str, dict[str, int]] = {
@@ -29,6 +30,7 @@ SPECIAL_TOKENS: dict[str, dict[str, int]] = {
     "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 
+MAX_RANK_DIGITS = 18  # ranks are ids, far below 10**18; longer digit runs are not converted
 _STRICT = sys.version_info >= (3, 11)  # a2b_base64(strict_mode=) is new in 3.11
 _BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 _NOT_SEPARATOR = bytes(b for b in range(256) if b not in b" \n")
@@ -45,8 +47,7 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str | None = None) -> Byt
     except OSError as e:
         raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
     ranks = parse_ranks(data, path)
-    specials = [AddedToken(content, token_id) for content, token_id in SPECIAL_TOKENS.get(encoding, {}).items()
-                if token_id not in ranks.values()]
+    specials = [AddedToken(content, token_id) for content, token_id in SPECIAL_TOKENS.get(encoding, {}).items()]
     try:
         return ByteLevelBPETokenizer.from_ranks(ranks, pattern=source, added_tokens=specials,
                                                 name=encoding, path=str(path))
@@ -82,7 +83,19 @@ def parse_ranks(data: bytes, path: str | os.PathLike = "<bytes>") -> dict[bytes,
         ranks = _parse_lines(data, path)
     if not ranks:
         raise FormatError("no ranks in the file", path=path, offset=0)
+    top = max(ranks.values())
+    if top >= id_limit(len(ranks)):  # ranks index dense tables: see formats.limits
+        check_id_space(top, len(ranks), "rank", path, line=_line_of_rank(data, top))
     return ranks
+
+
+def _line_of_rank(data: bytes, rank: int) -> int | None:
+    """The line number of `rank` in a file that parsed."""
+    for number, line in enumerate(data.splitlines(), 1):
+        parts = line.split()
+        if len(parts) == 2 and int(parts[1]) == rank:
+            return number
+    return None
 
 
 def _parse_canonical(data: bytes) -> dict[bytes, int] | None:
@@ -97,14 +110,16 @@ def _parse_canonical(data: bytes) -> dict[bytes, int] | None:
     tokens, numbers = fields[0::2], fields[1::2]
     if (len(fields) != 2 * pairs or data.translate(None, _BASE64_OR_SEPARATOR)
             or data.translate(None, _NOT_SEPARATOR) != b" \n" * pairs
-            or not all(map(bytes.isdigit, numbers))):
+            or not all(map(bytes.isdigit, numbers))
+            or max(map(len, numbers), default=0) > MAX_RANK_DIGITS):
         return None
     try:
         decoded = list(map(binascii.a2b_base64, tokens))
     except binascii.Error:
         return None
-    ranks = dict(zip(decoded, map(int, numbers)))
-    if len(ranks) != pairs or len(set(ranks.values())) != pairs:
+    values = list(map(int, numbers))
+    ranks = dict(zip(decoded, values))
+    if len(ranks) != pairs or (values != list(range(pairs)) and len(set(values)) != pairs):
         return None
     return ranks
 
@@ -120,6 +135,9 @@ def _parse_lines(data: bytes, path) -> dict[bytes, int]:
         token = _line_token(parts)
         if token is None:
             raise FormatError(f"expected 'BASE64 RANK', got {line[:60]!r}", path=path, line=number)
+        if len(parts[1]) > MAX_RANK_DIGITS:
+            raise FormatError(f"rank {parts[1][:24].decode()}... has {len(parts[1])} digits",
+                              path=path, line=number)
         rank = int(parts[1])
         if token in ranks or rank in seen_ranks:
             what = f"token {token!r}" if token in ranks else f"rank {rank}"

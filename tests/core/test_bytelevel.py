@@ -177,3 +177,14 @@ def test_batch_cuts_are_never_crossed_by_a_token(tokens, datas):
                 while start >= 0:
                     assert not start < place < start + len(token), (data, token, place)
                     start = data.find(token, start + 1)
+
+
+def test_from_ranks_with_gaps_and_specials():
+    ranks = {bytes([b]): b for b in range(256)}
+    ranks[b"ab"] = 300  # ids 256..299 are unused
+    tok = ByteLevelBPETokenizer.from_ranks(
+        ranks, added_tokens=[AddedToken("<taken>", 97), AddedToken("<s>", 280), AddedToken("<e>", 301)])
+    assert [t.id for t in tok.added_tokens] == [280, 301]  # 97 is the rank of b"a"
+    assert tok.vocab_size == 302 and tok.encode("ab") == [300]
+    assert tok.token_type(256) == "unused" and tok.token_type(280) == "control"
+    assert tok.piece(300) == "ab" and tok.id_of("<e>") == 301 and tok.token_score(300) == 300
