@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generator
 
 import numpy as np
@@ -23,7 +23,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, Q
                                QVBoxLayout, QWidget)
 
 from forma_gui.app.state import Session
-from forma_gui.app.tensor_support import (CopyableTableView, JobProgress, TensorPicker,
+from forma_gui.app.tensor_support import (CopyableTableView, EnvelopeCurve, JobProgress,
+                                          TensorPicker,
                                           TensorSource, demo_source, dequantize_range,
                                           ensure_selection, export_button, fmt_float, scaled,
                                           source_from_weights)
@@ -36,8 +37,8 @@ REQUANT_FORMATS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0")
 #: the requantize experiment works on at most this many values (rows are cut to fit)
 REQUANT_MAX_VALUES = 1 << 20
 ERROR_BINS = 81
-#: scale curves with more points than this are drawn peak-downsampled (token_embd: 884k)
-DOWNSAMPLE_ABOVE = 200_000
+#: heatmaps of taller tensors pool rows (max) down to this many image rows
+HEATMAP_ROWS = 2048
 #: fill colour per block field in the microscope
 FIELD_COLORS = {
     "d": "#f6c177", "m": "#9ccfd8", "dmin": "#9ccfd8", "e": "#f6c177",
@@ -54,47 +55,64 @@ CURVE_PENS = {"d": "#1f5fa8", "m": "#c2571a", "dmin": "#c2571a",
 
 @dataclass
 class ScaleResult:
-    """Per-block scales of a whole tensor, as `quant.block_scales` gives them."""
+    """Per-block scales of a whole tensor, and what the plots draw, all prepared in the worker."""
 
     name: str
     scales: dict[str, np.ndarray]       # d, m, dmin: (n_blocks,); scales, mins: (n_blocks, n_sub)
     n_rows: int
     blocks_per_row: int
+    curves: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    images: dict[str, np.ndarray] = field(default_factory=dict)   # (<= HEATMAP_ROWS, columns)
+    rows_per_pixel: int = 1             # heatmap rows pooled (max) into one image row
 
-    def curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Plot series: name -> (x in blocks, y)."""
-        out = {}
-        for key in ("d", "m", "dmin"):
-            if key in self.scales:
-                y = self.scales[key]
-                out[key] = (np.arange(y.size, dtype=np.float64), y)
-        for key, base, label in (("scales", "d", "sub-block scales"), ("mins", "dmin", "sub-block mins")):
-            if key in self.scales and base in self.scales:
-                sub = self.scales[key]                                   # (n, n_sub)
-                y = (self.scales[base][:, None] * sub.astype(np.float32)).reshape(-1)
-                x = (np.arange(sub.size, dtype=np.float64) + 0.5) / sub.shape[1] - 0.5
-                out[label] = (x, y)
-        return out
 
-    def image(self, key: str) -> np.ndarray:
-        """(rows, blocks) of one scale field (sub-block fields: rows × sub-blocks)."""
-        curves = self.curves()
-        y = curves[key][1]
-        return y.reshape(self.n_rows, -1)
+def scale_curves(scales: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Plot series: name -> (x in blocks, y); sub-block factors sit inside their block."""
+    out = {}
+    for key in ("d", "m", "dmin"):
+        if key in scales:
+            out[key] = (np.arange(scales[key].size, dtype=np.float64), scales[key])
+    for key, base, label in (("scales", "d", "sub-block scales"), ("mins", "dmin", "sub-block mins")):
+        if key in scales and base in scales:
+            sub = scales[key]                                            # (n, n_sub)
+            y = (scales[base][:, None] * sub.astype(np.float32)).reshape(-1)
+            x = (np.arange(sub.size, dtype=np.float64) + 0.5) / sub.shape[1] - 0.5
+            out[label] = (x, y)
+    return out
+
+
+def pool_rows(image: np.ndarray, limit: int) -> tuple[np.ndarray, int]:
+    """At most `limit` rows: groups of k rows become their maximum, so outliers stay visible.
+
+    >>> pool_rows(np.arange(6.0).reshape(6, 1), 3)[0].ravel().tolist()
+    [1.0, 3.0, 5.0]
+    """
+    k = -(-image.shape[0] // limit)
+    if k <= 1:
+        return image, 1
+    pad = (-image.shape[0]) % k
+    padded = np.pad(image, ((0, pad), (0, 0)), constant_values=np.nan) if pad else image
+    with np.errstate(invalid="ignore"):
+        return np.fmax.reduce(padded.reshape(-1, k, image.shape[1]), axis=1), k
 
 
 def compute_scales(source: TensorSource) -> Generator[float, None, ScaleResult]:
-    """`quant.block_scales` over the whole tensor, chunk by chunk."""
+    """`quant.block_scales` over the whole tensor, chunk by chunk, then the plot data."""
     blocks = source.blocks()
     n = blocks.shape[0]
     step = max(1, (1 << 22) // source.type_size)           # ~4 MiB of blocks per chunk
     parts: dict[str, list[np.ndarray]] = {}
     for start in range(0, n, step):
-        yield start / n
+        yield 0.9 * start / n
         for key, value in quant.block_scales(blocks[start:start + step], source.dtype).items():
             parts.setdefault(key, []).append(value)
     scales = {k: np.concatenate(v) for k, v in parts.items()}
-    return ScaleResult(source.name, scales, source.n_rows, source.blocks_per_row)
+    curves = scale_curves(scales)
+    yield 0.95
+    images, k = {}, 1
+    for key, (_, y) in curves.items():
+        images[key], k = pool_rows(y.reshape(source.n_rows, -1), HEATMAP_ROWS)
+    return ScaleResult(source.name, scales, source.n_rows, source.blocks_per_row, curves, images, k)
 
 
 # ------------------------------------------------------------------ one block, explained
@@ -173,11 +191,13 @@ def explain_block(source: TensorSource, index: int) -> BlockInfo:
     """Take block `index` of `source` apart with `quant.decode_block`."""
     raw = np.ascontiguousarray(source.blocks()[index]).reshape(-1).view(np.uint8)
     view = quant.decode_block(raw, source.dtype)
-    fields = [(f.name, f.start, f.end, _field_value_text(f, view.scales)) for f in view.fields]
+    nibble_field = view.nibble_layout.field if view.nibble_layout is not None else None
+    fields = [(f.name, f.start, f.end, _field_value_text(f, view.scales, nibble_field))
+              for f in view.fields]
     return BlockInfo(source, index, raw, view, fields)
 
 
-def _field_value_text(field: Any, scales: dict[str, Any]) -> str:
+def _field_value_text(field: Any, scales: dict[str, Any], nibble_field: str | None) -> str:
     """What a field means, in a few words: scales as numbers, packed quants as a pointer."""
     if field.name == "scales" and "scales" in scales:
         text = "scales " + _short_list(np.asarray(scales["scales"]))
@@ -187,9 +207,14 @@ def _field_value_text(field: Any, scales: dict[str, Any]) -> str:
         return fmt_float(value)
     if isinstance(value, int):
         return str(value)
+    arr = np.asarray(value)
+    if arr.dtype.kind == "i":                       # Q8_0 / Q8_K: one signed byte per quant
+        return f"{arr.size} × int8 quants " + _short_list(arr, 8)
+    if field.name == nibble_field or (nibble_field and field.name in ("qh",)):
+        return "packed quants (see the nibbles below)"
     if field.name in ("qs", "ql", "qh", "hmask"):
-        return "packed quants (see below)"
-    return _short_list(np.asarray(value))
+        return "packed quant bits (see q in the values table)"
+    return _short_list(arr)
 
 
 def _short_list(arr: np.ndarray, limit: int = 16) -> str:
@@ -752,7 +777,8 @@ class QuantView(QWidget):
         self._weights: Any = None            # the WeightFile `source` came from
         self.result: ScaleResult | None = None
         self.block: int | None = None
-        self.curve_items: dict[str, pg.PlotDataItem] = {}
+        self.curves: dict[str, EnvelopeCurve] = {}          # full data in .x / .y
+        self.curve_items: dict[str, pg.PlotDataItem] = {}   # what is drawn
         self.runner = LatestRunner(self)
         self.runner.finished.connect(self._scales_done)
         self.runner.failed.connect(lambda tag, e: self.session.error_raised.emit(
@@ -771,11 +797,13 @@ class QuantView(QWidget):
         self.header.setObjectName("quantHeader")
         self.header.setWordWrap(True)
         self.header.setTextFormat(Qt.TextFormat.RichText)
+        self.progress = JobProgress(self.runner, "Reading scales…")
+        self.progress.setFixedWidth(320)
         top = QHBoxLayout()
         top.addWidget(QLabel("Tensor:"))
         top.addWidget(self.picker)
         top.addWidget(self.header, 1)
-        self.progress = JobProgress(self.runner, "Reading scales…")
+        top.addWidget(self.progress)
 
         self.microscope = BlockMicroscope()
         self.requant = RequantizePanel()
@@ -793,7 +821,6 @@ class QuantView(QWidget):
         split.setSizes([330, 520])
         lay = QVBoxLayout(self)
         lay.addLayout(top)
-        lay.addWidget(self.progress)
         lay.addWidget(split, 1)
 
     def _build_scale_plot(self) -> QWidget:
@@ -941,14 +968,12 @@ class QuantView(QWidget):
         if self.source is None or tag != self.source.name:
             return
         self.result = result
-        curves = result.curves()
+        curves = result.curves
         for key, (x, y) in curves.items():
-            item = self.scale_plot.plot(x, y, pen=pg.mkPen(CURVE_PENS[key], width=1), name=key,
-                                        antialias=False)
-            item.setClipToView(True)
-            if y.size > DOWNSAMPLE_ABOVE:   # draw min/max per pixel; exports then hold those
-                item.setDownsampling(auto=True, method="peak")
-            self.curve_items[key] = item
+            curve = EnvelopeCurve(self.scale_plot.getPlotItem(), x, y,
+                                  pen=pg.mkPen(CURVE_PENS[key], width=1), name=key)
+            self.curves[key] = curve
+            self.curve_items[key] = curve.item
             self.toggles[key].show()
         self._update_curve_visibility()
         self.heat_field.blockSignals(True)
@@ -966,19 +991,25 @@ class QuantView(QWidget):
     def _update_heatmap(self, key: str) -> None:
         if self.result is None or not key:
             return
-        image = self.result.image(key)
+        r = self.result
+        image = r.images[key]
         finite = image[np.isfinite(image)]
         lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        self.heat_image.setImage(image, levels=(lo, hi if hi > lo else lo + 1))
-        self.colorbar.setLevels((lo, hi if hi > lo else lo + 1))
-        per_block = image.shape[1] / self.result.blocks_per_row
-        self.heat_image.setRect(QRectF(0, 0, image.shape[1] / per_block, image.shape[0]))
+        levels = (lo, hi if hi > lo else lo + 1)
+        self.heat_image.setImage(image, levels=levels)
+        self.colorbar.setLevels(levels)
+        # image pixels map back to (block in row, row): clicks and the marker use real rows
+        self.heat_image.setRect(QRectF(0, 0, r.blocks_per_row, r.n_rows))
+        pooled = f" (each pixel row: max of {r.rows_per_pixel} rows)" if r.rows_per_pixel > 1 else ""
+        self.heatmap.setLabel("left", "row" + pooled)
         self.heatmap.getPlotItem().enableAutoRange()
         self._mark_block()
 
     def _clear_plots(self) -> None:
-        for item in self.curve_items.values():
-            self.scale_plot.removeItem(item)
+        for curve in self.curves.values():
+            curve.detach()
+            self.scale_plot.removeItem(curve.item)
+        self.curves.clear()
         self.curve_items.clear()
         legend = self.scale_plot.getPlotItem().legend
         if legend is not None:

@@ -237,6 +237,9 @@ class JobProgress(QWidget):
         lay.addWidget(self.cancel_button)
         runner.busy_changed.connect(self._busy)
         runner.progressed.connect(self._progressed)
+        policy = self.sizePolicy()
+        policy.setRetainSizeWhenHidden(True)   # showing it must not re-layout the plots
+        self.setSizePolicy(policy)
         self.hide()
 
     def set_title(self, title: str) -> None:
@@ -339,6 +342,64 @@ def export_button(item: Any, text: str = "Export…") -> QPushButton:
     button.setToolTip("Export this plot as PNG, SVG or CSV (also in the plot's right-click menu)")
     button.clicked.connect(lambda: show_export_dialog(item))
     return button
+
+
+# ------------------------------------------------------------------ long curves
+
+class EnvelopeCurve:
+    """A long series drawn as its min/max per screen pixel, recomputed when the x range changes.
+
+    pyqtgraph's own clip-and-downsample rescans the whole series several times per update
+    (about 100 ms for the 884,736 block scales of SmolLM2's embedding matrix); this does one
+    O(visible) pass, so zooming and the first draw stay far below the 100 ms budget. Series
+    short enough to draw point by point are handed over unchanged.
+    """
+
+    #: at most this many points per horizontal pixel before min/max pairs replace them
+    POINTS_PER_PIXEL = 2
+
+    def __init__(self, plot_item: Any, x: np.ndarray, y: np.ndarray, **opts: Any) -> None:
+        self.x, self.y = x, y              # x ascending
+        self.vb = plot_item.vb
+        self.item = plot_item.plot(antialias=False, skipFiniteCheck=True, **opts)
+        self._busy = False
+        self.vb.sigXRangeChanged.connect(self.refresh)
+        self.refresh()
+
+    def detach(self) -> None:
+        """Stop following the view (call before removing the item)."""
+        try:
+            self.vb.sigXRangeChanged.disconnect(self.refresh)
+        except (RuntimeError, TypeError):
+            pass
+
+    def refresh(self, *_: Any) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            self.item.setData(*self.visible())
+        finally:
+            self._busy = False
+
+    def visible(self) -> tuple[np.ndarray, np.ndarray]:
+        """The points to draw for the current x range."""
+        n = self.x.size
+        if self.vb.autoRangeEnabled()[0]:
+            i0, i1 = 0, n
+        else:
+            lo, hi = self.vb.viewRange()[0]
+            i0 = max(0, int(np.searchsorted(self.x, lo)) - 1)
+            i1 = min(n, int(np.searchsorted(self.x, hi)) + 1)
+        pixels = max(100, int(self.vb.width()))
+        k = (i1 - i0) // (self.POINTS_PER_PIXEL * pixels)
+        if k < 2:
+            return self.x[i0:i1], self.y[i0:i1]
+        m = (i1 - i0) // k * k
+        y = self.y[i0:i0 + m].reshape(-1, k)                          # (buckets, k)
+        ys = np.stack([y.min(axis=1), y.max(axis=1)], axis=1).reshape(-1)
+        xs = np.repeat(self.x[i0:i0 + m:k], 2)
+        return np.append(xs, self.x[i0 + m:i1]), np.append(ys, self.y[i0 + m:i1])
 
 
 # ------------------------------------------------------------------ tensor picker
