@@ -16,6 +16,7 @@ from forma_gui.core.bytelevel import ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError
 from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.limits import check_id_space
 
 JSON_NAMES = ("vocab.json", "encoder.json")
 MERGES_NAMES = ("merges.txt", "vocab.bpe")
@@ -70,6 +71,7 @@ def read_vocab(path: Path) -> dict[str, int]:
     bad = next((k for k, v in vocab.items() if type(v) is not int or v < 0), None)
     if bad is not None:
         raise FormatError(f"expected a non-negative integer id for {bad!r}, got {vocab[bad]!r}", path=path)
+    check_id_space(max(vocab.values()), len(vocab), "id", path)
     return vocab
 
 

@@ -24,6 +24,7 @@ from forma_gui.core.bytelevel import NORMALIZERS, ByteLevelBPETokenizer, MergeEr
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError
 from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.limits import check_id_space
 
 
 def load_hf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> ByteLevelBPETokenizer:
@@ -44,6 +45,8 @@ def load_hf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) ->
         raise FormatError(f"expected model.unk_token to be a string or null, got {unk!r:.60}",
                           path=path)
     unk_id = vocab.get(unk) if unk is not None else None
+    top = max(max(vocab.values(), default=-1), max((t.id for t in added), default=-1))
+    check_id_space(top, len(vocab) + len(added), "id", path)
     try:
         return ByteLevelBPETokenizer(
             vocab, merges, pattern=[_compile(s, path) for s in stages], added_tokens=added,

@@ -134,3 +134,13 @@ def test_fields_of_a_wrong_json_type(tmp_path: Path, name: str) -> None:
     err = run_reader(lambda: load_tokenizer(path), [path], expect_error=True,
                      memory_multiple=TOKENIZER_MEMORY_MULTIPLE)
     assert words in err.message
+
+
+@pytest.mark.parametrize("changes", [{"model.vocab": {"a": 2**63}},
+                                     {"added_tokens.0.id": 2**40}], ids=["vocab", "added"])
+def test_huge_id(tmp_path: Path, changes: dict) -> None:
+    """A huge id made the reader allocate a table that long (MemoryError/OverflowError)."""
+    path = write(tmp_path, edited(**changes))
+    err = run_reader(lambda: load_tokenizer(path), [path], expect_error=True,
+                     memory_multiple=TOKENIZER_MEMORY_MULTIPLE)
+    assert "must stay below" in err.message
