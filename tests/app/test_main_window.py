@@ -2,44 +2,17 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QMimeData, QPointF, QSettings, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QTableView
 
-import forma_gui
 from forma_gui._resources import default_tokenizer_path
 from forma_gui.app import main_window as mw
 from forma_gui.app.main_window import MainWindow
 from forma_gui.app.token_canvas import SHOWN
 from forma_gui.app.tokenize_view import INLINE_CHARS
-from tests.app._stub_tokenizer import StubTokenizer
-
-
-def _has_gpt2_loader() -> bool:
-    """Whether the real GPT-2 loader and the core's segmentation are in this build."""
-    try:
-        import forma_gui.core.segment  # noqa: F401
-        import forma_gui.formats.gpt2_files  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.fixture
-def stub_loader(monkeypatch):
-    """Serve the stub for the default vocabulary while the real loader/segmentation is missing."""
-    if _has_gpt2_loader():
-        return
-    real = forma_gui.load_tokenizer
-    default = default_tokenizer_path()
-
-    def load(path, *, pattern=None):
-        return StubTokenizer() if Path(path) == default else real(path, pattern=pattern)
-
-    monkeypatch.setattr(forma_gui, "load_tokenizer", load)
 
 
 @pytest.fixture
@@ -49,7 +22,7 @@ def settings(tmp_path) -> QSettings:
 
 
 @pytest.fixture
-def window(qtbot, settings, stub_loader) -> MainWindow:
+def window(qtbot, settings) -> MainWindow:
     win = MainWindow(settings=settings)
     qtbot.addWidget(win)
     win.show()
@@ -203,8 +176,6 @@ def test_open_folder_and_recent_files(qtbot, window, settings, tmp_path):
     folder.mkdir()
     for name in ("encoder.json", "vocab.bpe"):
         (folder / name).write_bytes((default_tokenizer_path().parent / name).read_bytes())
-    if not _has_gpt2_loader():
-        pytest.skip("the GPT-2 vocab.json loader is not in this build yet")
     window.open_path(folder)
     qtbot.waitUntil(lambda: window.session.path == str(folder) and not window.loading, timeout=20_000)
     assert window.last_error is None
@@ -284,7 +255,7 @@ def test_model_tokenizers_render_and_search(qtbot, window, parts, piece_prefix):
     assert ids and all(b"\xe2\x82" in tok.token_bytes(i) for i in ids)
 
 
-def test_bad_first_file_falls_back_to_default(qtbot, settings, stub_loader, tmp_path):
+def test_bad_first_file_falls_back_to_default(qtbot, settings, tmp_path):
     bad = tmp_path / "weights.bin"
     bad.write_bytes(b"\x80\x02}q\x00.")  # a pickle: refused, never unpickled
     win = MainWindow(settings=settings)
