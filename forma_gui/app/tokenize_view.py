@@ -544,6 +544,9 @@ class TokenizeView(QWidget):
         self._update_stats()
 
     def _update_stats(self) -> None:
+        if self.session.tokenizer is None:
+            self.stats.setText("<span style='color:gray'>waiting for a tokenizer…</span>")
+            return
         n, chars = len(self.tokens), len(self.text)
         per = f"{chars / n:.2f}" if n else "–"
         nbytes = self.tokens.nbytes
