@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forma_gui.errors import FormatError
+from forma_gui.formats.file_bytes import read_head
 from forma_gui.formats.json_text import parse_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,10 +32,6 @@ FOLDER_CANDIDATES = (
     "tokenizer.json", "vocab.json", "encoder.json", "tokenizer.model",
     "*.model", "*.model.v3", "*.tiktoken", "*.gguf",
 )
-
-PICKLE_HINT = ("this is a pickle (PyTorch .bin/.pt); forma never unpickles files, because "
-               "unpickling runs code. Convert the model to safetensors first")
-
 
 def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> "Tokenizer":
     """Load any supported tokenizer; FormatError if the file is not one."""
@@ -59,17 +56,9 @@ def find_in_folder(folder: Path) -> Path:
 
 def sniff(path: Path) -> str:
     """The kind of tokenizer file, from its first bytes."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    if not head:
-        raise FormatError("the file is empty", path=path, offset=0)
+    head = read_head(path, 4096)
     if head[:4] == b"GGUF":
         return "gguf"
-    if head[:1] == b"\x80" or head[:2] == b"PK":
-        raise FormatError(PICKLE_HINT, path=path, offset=0)
     stripped = head.lstrip()
     if stripped[:1] == b"{":
         return _sniff_json(path, head)

@@ -16,6 +16,7 @@ import numpy as np
 
 from forma_gui.core.ggml_types import GGML_TYPES
 from forma_gui.errors import FormatError
+from forma_gui.formats.file_bytes import PICKLE_HINT, read_bytes, read_head
 from forma_gui.formats.json_text import parse_json
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo, storage_dtype
 
@@ -24,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["TensorInfo", "WeightFile", "open_weights"]
 
-PICKLE_HINT = ("this is a pickle (PyTorch .bin/.pt); forma never unpickles files, because "
-               "unpickling runs code. Convert the model to safetensors first")
 INDEX_NAME = "model.safetensors.index.json"
 MAX_INDEX_BYTES = 64 * 2**20  # an index lists names only; real ones are well under 1 MB
 
@@ -207,17 +206,9 @@ def open_weights(path: str | os.PathLike) -> WeightFile:
 
 def sniff_weights(path: Path) -> str:
     """"gguf", "safetensors" or "index", from the first bytes; FormatError otherwise."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    if not head:
-        raise FormatError("the file is empty", path=path, offset=0)
+    head = read_head(path, 16)
     if head[:4] == b"GGUF":
         return "gguf"
-    if head[:1] == b"\x80" or head[:2] == b"PK":
-        raise FormatError(PICKLE_HINT, path=path, offset=0)
     if len(head) > 8 and head[8:9] == b"{" and struct.unpack("<Q", head[:8])[0] > 1:
         return "safetensors"
     if head.lstrip()[:1] == b"{":
@@ -306,13 +297,7 @@ def _open_shards(index_path: Path) -> WeightFile:
 
 
 def _read_index(path: Path) -> dict[str, Any]:
-    try:
-        if path.stat().st_size > MAX_INDEX_BYTES:
-            raise FormatError(f"index larger than {MAX_INDEX_BYTES} bytes", path=path, offset=0)
-        data = path.read_bytes()
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    index = parse_json(data, path)
+    index = parse_json(read_bytes(path, limit=MAX_INDEX_BYTES, what="index"), path)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(
             isinstance(v, str) for v in weight_map.values()):
