@@ -75,7 +75,7 @@ def _pattern_for(path: Path, encoding: str, pattern: str | None) -> str:
 def parse_ranks(data: bytes, path: str | os.PathLike = "<bytes>") -> dict[bytes, int]:
     """``BASE64 RANK`` lines -> {token bytes: rank}; FormatError names the first bad line.
 
-    Files as tiktoken writes them (one space, ``\n`` endings) are parsed in a few C-level
+    Files as tiktoken writes them (one space, ``\\n`` endings) are parsed in a few C-level
     passes; anything else (blank lines, CRLF, tabs, or an error) goes line by line.
     """
     ranks = _parse_canonical(data)
