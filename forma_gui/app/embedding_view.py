@@ -45,9 +45,8 @@ def embedding_row(source: TensorSource, token_id: int) -> EmbeddingRow:
     values = dequantize_blocks(row, source.dtype)
     bpr = source.blocks_per_row
     scales = quant.block_scales(row, source.dtype) if source.is_quantized else {}
-    row_bytes = row.nbytes
-    byte_range = (None if source.offset is None else
-                  (source.offset + token_id * row_bytes, source.offset + (token_id + 1) * row_bytes))
+    start = None if source.offset is None else source.offset + token_id * row.nbytes
+    byte_range = None if start is None else (start, start + row.nbytes)
     return EmbeddingRow(token_id, source.name, source.dtype, values, token_id * bpr, bpr,
                         byte_range, scales)
 
@@ -138,8 +137,9 @@ class EmbeddingPanel(QWidget):
             self.title.setText("The open weights have no token-embedding tensor "
                                "(token_embd.weight / embed_tokens.weight / wte.weight).")
         else:
-            self.title.setText(f"Select a token to see its row of <b>{self.source.name}</b> "
-                               f"({self.source.dtype}, {self.source.shape[0]:,} × {self.source.shape[1]:,}).")
+            s = self.source
+            self.title.setText(f"Select a token to see its row of <b>{s.name}</b> "
+                               f"({s.dtype}, {s.shape[0]:,} × {s.shape[1]:,}).")
 
     def show_token(self, token_id: int) -> None:
         """Show the embedding row of `token_id` (called on `session.token_selected`)."""

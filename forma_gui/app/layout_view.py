@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass, field
-from typing import Any, Generator
+from typing import Any, Generator, Iterator
 
 import numpy as np
 import pyqtgraph as pg
@@ -35,6 +35,7 @@ FULL_LIMIT = 1 << 25            # 32 Mi elements = 128 MiB of float32
 SAMPLE_SIDE = 2048
 DISPLAY_SIDE = 2048
 HIST_BINS = 200
+HOVER_HINT = "Hover a cell: offset = Σ index · stride."
 #: the logical window the diagram draws: default and largest size
 WINDOW_ROWS, WINDOW_COLS = 6, 10
 MAX_WINDOW_ROWS, MAX_WINDOW_COLS = 8, 12
@@ -205,26 +206,37 @@ def _sampled_values(source: TensorSource, spec: SliceSpec
     step = max(1, (1 << 18) // bs)
     for i in range(0, blocks.size, step):
         yield i / blocks.size
-        deq[i:i + step] = dequantize_blocks(stored[blocks[i:i + step]], source.dtype).reshape(-1, bs)
+        part = dequantize_blocks(stored[blocks[i:i + step]], source.dtype)
+        deq[i:i + step] = part.reshape(-1, bs)
     return deq[inverse.reshape(offsets.shape), offsets % bs], (kr, kc)
 
 
-def value_stats(values: np.ndarray) -> Generator[float, None, tuple[dict[str, float], np.ndarray, np.ndarray]]:
-    """min, max, mean, std, NaN and Inf counts, and a histogram, chunk by chunk.
+Stats = tuple[dict[str, float], np.ndarray, np.ndarray]   # statistics, counts, edges
 
-    Means and variances of chunks are merged with Chan's formula in float64, so the result
-    does not drift on tens of millions of values.
-    """
+
+def value_stats(values: np.ndarray) -> Generator[float, None, Stats]:
+    """min, max, mean, std, NaN and Inf counts, and a histogram, chunk by chunk."""
+    stats = yield from scaled(_moments(values), 0.0, 0.5)
+    counts, edges = yield from scaled(_histogram(values, stats), 0.5, 0.5)
+    return stats, counts, edges
+
+
+def _chunks(values: np.ndarray) -> Iterator[tuple[float, np.ndarray, int, int]]:
+    """(fraction done, finite values, NaN count, Inf count) per ~1M-value block of rows."""
     nr = values.shape[0]
     rows_per = max(1, (1 << 20) // max(1, values.shape[1]))
+    for i in range(0, nr, rows_per):
+        yield (i / nr, *_finite(np.ascontiguousarray(values[i:i + rows_per]).reshape(-1)))
+
+
+def _moments(values: np.ndarray) -> Generator[float, None, dict[str, float]]:
+    """Count, extremes, mean and std; chunks merged with Chan's formula in float64."""
     n = nan = inf = 0
     mean = m2 = 0.0
     lo, hi = math.inf, -math.inf
-    for i in range(0, nr, rows_per):
-        yield 0.5 * i / nr
-        chunk = _finite(np.ascontiguousarray(values[i:i + rows_per]).reshape(-1))
-        nan, inf = nan + chunk[1], inf + chunk[2]
-        x = chunk[0]
+    for done, x, n_nan, n_inf in _chunks(values):
+        yield done
+        nan, inf = nan + n_nan, inf + n_inf
         if x.size:
             lo, hi = min(lo, float(x.min())), max(hi, float(x.max()))
             cm = float(x.mean(dtype=np.float64))
@@ -233,17 +245,24 @@ def value_stats(values: np.ndarray) -> Generator[float, None, tuple[dict[str, fl
             mean += delta * x.size / total
             m2 += cm2 + delta * delta * n * x.size / total
             n = total
-    stats = {"count": n + nan + inf, "finite": n, "nan": nan, "inf": inf,
-             "min": lo if n else math.nan, "max": hi if n else math.nan,
-             "mean": mean if n else math.nan, "std": math.sqrt(m2 / n) if n else math.nan}
-    bins = int(min(HIST_BINS, max(10, 2 * math.sqrt(n))))   # few values: fewer, fuller bins
+    nothing = math.nan
+    return {"count": n + nan + inf, "finite": n, "nan": nan, "inf": inf,
+            "min": lo if n else nothing, "max": hi if n else nothing,
+            "mean": mean if n else nothing, "std": math.sqrt(m2 / n) if n else nothing}
+
+
+def _histogram(values: np.ndarray, stats: dict[str, float]
+               ) -> Generator[float, None, tuple[np.ndarray, np.ndarray]]:
+    """Counts over [min, max] of the finite values; few values get fewer, fuller bins."""
+    n = stats["finite"]
+    bins = int(min(HIST_BINS, max(10, 2 * math.sqrt(n))))
+    lo, hi = (stats["min"], stats["max"]) if n else (0.0, 1.0)
+    edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
     counts = np.zeros(bins, dtype=np.int64)
-    edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1) if n else np.linspace(0, 1, bins + 1)
-    for i in range(0, nr, rows_per) if n else ():
-        yield 0.5 + 0.5 * i / nr
-        x = _finite(np.ascontiguousarray(values[i:i + rows_per]).reshape(-1))[0]
+    for done, x, _, _ in (_chunks(values) if n else ()):
+        yield done
         counts += np.histogram(x, bins=bins, range=(edges[0], edges[-1]))[0]
-    return stats, counts, edges
+    return counts, edges
 
 
 def _finite(x: np.ndarray) -> tuple[np.ndarray, int, int]:
@@ -256,7 +275,8 @@ def _finite(x: np.ndarray) -> tuple[np.ndarray, int, int]:
 
 
 def compute_slice(source: TensorSource, spec: SliceSpec,
-                  cache: tuple[int, int, np.ndarray] | None = None) -> Generator[float, None, ValueResult]:
+                  cache: tuple[int, int, np.ndarray] | None = None
+                  ) -> Generator[float, None, ValueResult]:
     """The whole value job: dequantize (or reuse), then statistics, histogram and heatmap."""
     values, sample, cache = yield from scaled(slice_values(source, spec, cache), 0.0, 0.6)
     stats, counts, edges = yield from scaled(value_stats(values), 0.6, 0.38)
@@ -417,7 +437,8 @@ class LayoutDiagram(QWidget):
         p.fillRect(self.rect(), self.palette().base())
         if self.layout_ is None:
             p.setPen(self.palette().placeholderText().color())
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "Pick a tensor to see its layout.")
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter,
+                       "Pick a tensor to see its layout.")
             return
         text = self.palette().text().color()
         p.setFont(self._bold)
@@ -485,7 +506,8 @@ class LayoutDiagram(QWidget):
 
     def _paint_block_band(self, p: QPainter, cell: _Cell, prev_block: int | None) -> int:
         block = cell.offset // self.block_size
-        band = QRectF(cell.strip.left(), cell.strip.bottom() + 2, cell.strip.width() + 2, self.BAND_H - 3)
+        strip = cell.strip
+        band = QRectF(strip.left(), strip.bottom() + 2, strip.width() + 2, self.BAND_H - 3)
         shade = QColor("#5b6f8f") if block % 2 else QColor("#93a4bf")
         p.fillRect(band, shade)
         if block != prev_block:
@@ -645,8 +667,9 @@ class LayoutView(QWidget):
         grid.addWidget(self.slice_edit, 2, 0)
         grid.addWidget(slice_button, 2, 1)
         self.window_rows, self.window_cols = QSpinBox(), QSpinBox()
-        for box, value, top, name in ((self.window_rows, WINDOW_ROWS, MAX_WINDOW_ROWS, "windowRows"),
-                                      (self.window_cols, WINDOW_COLS, MAX_WINDOW_COLS, "windowCols")):
+        for box, value, top, name in (
+                (self.window_rows, WINDOW_ROWS, MAX_WINDOW_ROWS, "windowRows"),
+                (self.window_cols, WINDOW_COLS, MAX_WINDOW_COLS, "windowCols")):
             box.setRange(1, top)
             box.setValue(value)
             box.setObjectName(name)
@@ -673,9 +696,11 @@ class LayoutView(QWidget):
         form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
         self.info: dict[str, QLabel] = {}
         rows = (("expression", "view", "layoutExpression"), ("shape", "shape", "layoutShape"),
-                ("dtype", "dtype", "layoutDtype"), ("strides", "strides (elements)", "layoutStrides"),
+                ("dtype", "dtype", "layoutDtype"),
+                ("strides", "strides (elements)", "layoutStrides"),
                 ("byte_strides", "strides (bytes)", "layoutByteStrides"),
-                ("offset", "offset", "layoutOffset"), ("contiguous", "contiguous", "layoutContiguous"),
+                ("offset", "offset", "layoutOffset"),
+                ("contiguous", "contiguous", "layoutContiguous"),
                 ("buffer", "buffer", "layoutBuffer"))
         for key, text, name in rows:
             label = _mono(QLabel("—"))
@@ -686,7 +711,8 @@ class LayoutView(QWidget):
         self.moved = QLabel()
         self.moved.setObjectName("dataMoved")
         self.moved.setWordWrap(True)
-        self.moved.setStyleSheet("padding: 6px; border-radius: 4px; background: #e6f2e6; color: #1d4d1d;")
+        self.moved.setStyleSheet(
+            "padding: 6px; border-radius: 4px; background: #e6f2e6; color: #1d4d1d;")
         form.addRow(self.moved)
         return box
 
@@ -747,7 +773,7 @@ class LayoutView(QWidget):
         self.runner.cancel()
         self._cache = None
         names = [t.name for t in weights.tensors] if weights is not None else []
-        labels = [f"{t.dtype} {tuple(t.shape)}" for t in weights.tensors] if weights is not None else None
+        labels = [f"{t.dtype} {tuple(t.shape)}" for t in weights.tensors] if names else None
         self.picker.set_names(names, labels)
         self.set_source(None)
         if weights is None:
@@ -793,8 +819,8 @@ class LayoutView(QWidget):
         self.compute_values()
 
     def _header_text(self, s: TensorSource) -> str:
-        where = (f"file bytes 0x{s.offset:X}–0x{s.offset + s.raw.nbytes:X}" if s.offset is not None
-                 else f"<i>{s.note}</i>")
+        where = (f"<i>{s.note}</i>" if s.offset is None else
+                 f"file bytes 0x{s.offset:X}–0x{s.offset + s.raw.nbytes:X}")
         packing = (f"blocks of {s.block_size} elements in {s.type_size} bytes"
                    if s.is_quantized else f"{s.type_size} bytes per element")
         return f"<b>{s.name}</b> · {s.dtype} · {fmt_bytes(s.raw.nbytes)} · {packing} · {where}"
@@ -842,7 +868,7 @@ class LayoutView(QWidget):
         self.op_error.clear()
         lay, s = self.layout_, self.source
         self.diagram.set_layout(lay, s.block_size if s else 1)
-        self.formula.setText("Hover a cell: offset = Σ index · stride." if lay is not None else " ")
+        self.formula.setText(HOVER_HINT if lay is not None else " ")
         if lay is None or s is None:
             for label in self.info.values():
                 label.setText("—")
@@ -851,8 +877,9 @@ class LayoutView(QWidget):
         i = self.info
         i["expression"].setText("t" + "".join(self.ops))
         i["shape"].setText(str(tuple(lay.shape)))
-        i["dtype"].setText(s.dtype + (f"  (block {s.block_size} el / {s.type_size} B)" if s.is_quantized else
-                                      f"  ({s.type_size} B per element)"))
+        packing = (f"block {s.block_size} el / {s.type_size} B" if s.is_quantized
+                   else f"{s.type_size} B per element")
+        i["dtype"].setText(f"{s.dtype}  ({packing})")
         i["strides"].setText(str(tuple(lay.strides)))
         i["byte_strides"].setText("— (elements are packed in blocks)" if s.is_quantized
                                   else str(tuple(lay.byte_strides)))
@@ -883,7 +910,7 @@ class LayoutView(QWidget):
     def _hovered(self, index: tuple) -> None:
         lay, s = self.layout_, self.source
         if not index or lay is None or s is None:
-            self.formula.setText("Hover a cell: offset = Σ index · stride.")
+            self.formula.setText(HOVER_HINT)
             return
         self.formula.setText(self.offset_formula(index))
 

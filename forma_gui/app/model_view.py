@@ -72,7 +72,8 @@ def _type_of(value: Any) -> str:
         return f"ARRAY[{value.dtype.name.upper()}]"
     if _is_array(value):
         return f"ARRAY[{_type_of(value[0]) if len(value) else '?'}]"
-    return {bool: "BOOL", int: "INT", float: "FLOAT", str: "STRING"}.get(type(value), type(value).__name__)
+    names = {bool: "BOOL", int: "INT", float: "FLOAT", str: "STRING"}
+    return names.get(type(value), type(value).__name__)
 
 
 def summarize(value: Any) -> str:
@@ -288,7 +289,8 @@ def _cell(t: Any, col: int, role: int) -> Any:
     if role == Qt.ItemDataRole.TextAlignmentRole and col in _RIGHT:
         return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     if role == Qt.ItemDataRole.ToolTipRole:
-        return f"{t.name}\n{t.dtype} {tuple(t.shape)}\nfile bytes 0x{t.offset:X}–0x{t.offset + t.nbytes:X}"
+        return (f"{t.name}\n{t.dtype} {tuple(t.shape)}\n"
+                f"file bytes 0x{t.offset:X}–0x{t.offset + t.nbytes:X}")
     return None
 
 
@@ -326,7 +328,8 @@ class TensorTreeModel(QAbstractItemModel):
         def order(key: str) -> tuple:
             nums = re.findall(r"\d+", key)
             return (key != "", key.rsplit(".", 1)[0], int(nums[-1]) if nums else -1)
-        self.groups = [(k or "(outside the blocks)", by_group[k]) for k in sorted(by_group, key=order)]
+        self.groups = [(k or "(outside the blocks)", by_group[k])
+                       for k in sorted(by_group, key=order)]
         self.endResetModel()
 
     # internalId: 0 for a group row, group index + 1 for a tensor row
@@ -566,8 +569,9 @@ class PlannerPanel(QGroupBox):
         params = {t.name: t.n_elements for t in weights.tensors}
         totals = memory.totals_by_type(params)
         n = sum(params.values())
-        self.needs.setText(f"{n:,} parameters<br>" + " · ".join(
-            f"{label} ({memory.DISPLAY_TYPES[label]}): <b>{fmt_bytes(v)}</b>" for label, v in totals.items()))
+        needs = " · ".join(f"{label} ({memory.DISPLAY_TYPES[label]}): <b>{fmt_bytes(v)}</b>"
+                           for label, v in totals.items())
+        self.needs.setText(f"{n:,} parameters<br>{needs}")
         self.update_plan()
 
     def update_plan(self) -> None:
@@ -606,12 +610,17 @@ def plan_html(plan: Any) -> str:
     counts: dict[str, int] = {}
     for p in plan.parts:
         counts[p.dtype] = counts.get(p.dtype, 0) + 1
-    rows = " · ".join(f"{dtype}: {fmt_bytes(n)} ({counts[dtype]} tensor{'s' if counts[dtype] != 1 else ''})"
+    rows = " · ".join(f"{dtype}: {fmt_bytes(n)} ({_count(counts[dtype], 'tensor')})"
                       for dtype, n in by_type.items())
     why = ("the whole model fits at int8" if plan.precision == "int8" else
            "int8 does not fit: int4, with the token embedding kept at int8")
-    return (f"choice: <b>{plan.precision}</b> — {fmt_bytes(plan.total)} of {fmt_bytes(plan.budget)}, "
-            f"{verdict}<br>{why}<br>{rows}")
+    return (f"choice: <b>{plan.precision}</b> — {fmt_bytes(plan.total)} of "
+            f"{fmt_bytes(plan.budget)}, {verdict}<br>{why}<br>{rows}")
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 tensor`, `3 tensors`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # ------------------------------------------------------------------ the view
@@ -690,7 +699,8 @@ class ModelView(QWidget):
         self.totalsTable = CopyableTableView()  # noqa: N815
         self.totalsTable.setObjectName("totalsTable")
         self.totalsTable.setModel(self.totals_model)
-        self.totalsTable.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.totalsTable.horizontalHeader().setSectionResizeMode(
+            QHeaderView.ResizeMode.ResizeToContents)
         self.planner = PlannerPanel()
         totals_box = QGroupBox("Totals by type")
         QVBoxLayout(totals_box).addWidget(self.totalsTable)
@@ -734,9 +744,9 @@ class ModelView(QWidget):
         self.planner.set_weights(weights)
         self.tensorTable.resizeColumnsToContents()
         self.tensorTable.setColumnWidth(0, max(self.tensorTable.columnWidth(0) + 40, 260))
-        rows = self.totals_model.rowCount()
-        self.totalsTable.setFixedHeight(self.totalsTable.horizontalHeader().height()
-                                        + rows * self.totalsTable.verticalHeader().defaultSectionSize() + 4)
+        totals = self.totalsTable
+        totals.setFixedHeight(totals.horizontalHeader().height() + 4 + self.totals_model.rowCount()
+                              * totals.verticalHeader().defaultSectionSize())
         self.tensorTree.expandAll()
         self.tensorTree.resizeColumnToContents(0)
         self.summary.setText(self._summary(weights, tensors))
@@ -754,8 +764,8 @@ class ModelView(QWidget):
         name = weights.metadata.get("general.name", "")
         bits = f"{8 * size / n:.2f} bits/weight on average" if n else ""
         head = " · ".join(display_string(str(x)) for x in (name, arch) if x)
-        return (f"<b>{head or path}</b> — {path}<br>{len(tensors)} tensors · {n:,} parameters · "
-                f"{fmt_bytes(size)} of tensor data · {bits}")
+        return (f"<b>{head or path}</b> — {path}<br>{len(tensors)} tensors · {n:,} parameters"
+                f" · {fmt_bytes(size)} of tensor data · {bits}")
 
     def set_filter(self, text: str) -> None:
         self.table_proxy.setFilterFixedString(text)
@@ -773,7 +783,8 @@ class ModelView(QWidget):
 
     def _update_count(self) -> None:
         shown, total = self.table_proxy.rowCount(), self.table_model.rowCount()
-        self.count_label.setText(f"{shown} of {total} tensors" if shown != total else f"{total} tensors")
+        self.count_label.setText(f"{shown} of {total} tensors" if shown != total
+                                 else f"{total} tensors")
 
     # -- selection <-> session
     def _row_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
@@ -787,8 +798,8 @@ class ModelView(QWidget):
         match = self._find(proxy, name)
         if match is None or view.currentIndex().data(NAME_ROLE) == name:
             return
-        view.selectionModel().setCurrentIndex(
-            match, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+        flags = QItemSelectionModel.SelectionFlag
+        view.selectionModel().setCurrentIndex(match, flags.ClearAndSelect | flags.Rows)
         view.scrollTo(match)
 
     @staticmethod

@@ -72,7 +72,8 @@ def scale_curves(scales: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, n
     for key in ("d", "m", "dmin"):
         if key in scales:
             out[key] = (np.arange(scales[key].size, dtype=np.float64), scales[key])
-    for key, base, label in (("scales", "d", "sub-block scales"), ("mins", "dmin", "sub-block mins")):
+    for key, base, label in (("scales", "d", "sub-block scales"),
+                             ("mins", "dmin", "sub-block mins")):
         if key in scales and base in scales:
             sub = scales[key]                                            # (n, n_sub)
             y = (scales[base][:, None] * sub.astype(np.float32)).reshape(-1)
@@ -151,7 +152,7 @@ def fill_formula(formula: str, terms: dict[str, str]) -> str:
     >>> fill_formula("d · (q − 8)", {"d": "0.5", "q": "3"})
     '0.5 · (3 − 8)'
     """
-    formula = formula.split(",")[0]          # "d · kvalues[q], d = 2^(e − 128)": keep the product
+    formula = formula.split(",")[0]       # "d · kvalues[q], d = 2^(e − 128)": the product
     return _SYMBOL_RE.sub(lambda m: terms.get(m.group(0), m.group(0)), formula)
 
 
@@ -201,7 +202,9 @@ def _field_value_text(field: Any, scales: dict[str, Any], nibble_field: str | No
     """What a field means, in a few words: scales as numbers, packed quants as a pointer."""
     if field.name == "scales" and "scales" in scales:
         text = "scales " + _short_list(np.asarray(scales["scales"]))
-        return text + ("  mins " + _short_list(np.asarray(scales["mins"])) if "mins" in scales else "")
+        if "mins" in scales:
+            text += "  mins " + _short_list(np.asarray(scales["mins"]))
+        return text
     value = field.value
     if isinstance(value, float):
         return fmt_float(value)
@@ -218,7 +221,8 @@ def _field_value_text(field: Any, scales: dict[str, Any], nibble_field: str | No
 
 
 def _short_list(arr: np.ndarray, limit: int = 16) -> str:
-    items = [fmt_float(v) if arr.dtype.kind == "f" else str(int(v)) for v in arr.reshape(-1)[:limit]]
+    head = arr.reshape(-1)[:limit]
+    items = [fmt_float(v) if arr.dtype.kind == "f" else str(int(v)) for v in head]
     return "[" + ", ".join(items) + (", …]" if arr.size > limit else "]")
 
 
@@ -295,16 +299,19 @@ class HexCells(QWidget):
                 p.drawText(QPointF(rect.left() + 1, rect.top() - 3), label)
             if f and i == f[1] and i:
                 p.setPen(QPen(QColor("#222222"), 2))
-                p.drawLine(QPointF(rect.left() - 1, rect.top() - 2), QPointF(rect.left() - 1, rect.bottom() + 2))
+                x = rect.left() - 1
+                p.drawLine(QPointF(x, rect.top() - 2), QPointF(x, rect.bottom() + 2))
 
     def mouseMoveEvent(self, event) -> None:  # noqa: N802
         pos = event.position()
         for i in range(self.raw.size):
             if self._rect(i).contains(pos):
                 f = self._field_of(i)
-                where = f"file byte 0x{self.file_offset + i:X}" if self.file_offset is not None else ""
-                self.setToolTip(f"byte {i} of the block ({f[0] if f else '?'}) = 0x{int(self.raw[i]):02X}"
-                                f" = {int(self.raw[i])}\n{where}")
+                where = ("" if self.file_offset is None else
+                         f"file byte 0x{self.file_offset + i:X}")
+                byte = int(self.raw[i])
+                self.setToolTip(f"byte {i} of the block ({f[0] if f else '?'}) = 0x{byte:02X}"
+                                f" = {byte}\n{where}")
                 return
         self.setToolTip("")
 
@@ -341,15 +348,16 @@ class NibbleGrid(QWidget):
         n = self.layout_
         packed = (n.hi[j0:j1].astype(np.int64) << 4) | n.lo[j0:j1]
         lo_e, hi_e = n.lo_element[j0:j1], n.hi_element[j0:j1]
+        def cells(numbers: np.ndarray, elements: np.ndarray) -> list[tuple[str, str]]:
+            return [(str(int(v)), f"e{int(e)}") for v, e in zip(numbers, elements)]
+
         rows = [(f"byte {n.field}[j]", [(f"{int(b):02X}", "") for b in packed], "#eeeeee"),
-                ("low nibble → element", [(str(int(v)), f"e{int(e)}") for v, e in zip(n.lo[j0:j1], lo_e)],
-                 "#cfe2f3"),
-                ("high nibble → element", [(str(int(v)), f"e{int(e)}") for v, e in zip(n.hi[j0:j1], hi_e)],
-                 "#fce5cd")]
+                ("low nibble → element", cells(n.lo[j0:j1], lo_e), "#cfe2f3"),
+                ("high nibble → element", cells(n.hi[j0:j1], hi_e), "#fce5cd")]
         if n.high_bits is not None:
             hb = np.asarray(n.high_bits)
-            rows += [(f"{n.high_field} bits above low", [(str(int(hb[e])), f"e{int(e)}") for e in lo_e], "#f4b6c2"),
-                     (f"{n.high_field} bits above high", [(str(int(hb[e])), f"e{int(e)}") for e in hi_e], "#f4b6c2")]
+            rows += [(f"{n.high_field} bits above low", cells(hb[lo_e], lo_e), "#f4b6c2"),
+                     (f"{n.high_field} bits above high", cells(hb[hi_e], hi_e), "#f4b6c2")]
         return rows
 
     def _chunks(self) -> list[tuple[int, int]]:
@@ -399,11 +407,13 @@ class NibbleGrid(QWidget):
             p.drawRect(rect)
             p.setPen(QColor("#111111"))
             p.setFont(self._mono)
-            p.drawText(rect.adjusted(0, 0, 0, -4 if note else 0), Qt.AlignmentFlag.AlignCenter, text)
+            p.drawText(rect.adjusted(0, 0, 0, -4 if note else 0), Qt.AlignmentFlag.AlignCenter,
+                       text)
             if note:
                 p.setFont(self._small)
                 p.setPen(QColor("#666666"))
-                p.drawText(rect.adjusted(0, 0, -2, 0), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom, note)
+                p.drawText(rect.adjusted(0, 0, -2, 0),
+                           Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom, note)
 
 
 class BlockValuesModel(QAbstractTableModel):
@@ -436,7 +446,9 @@ class BlockValuesModel(QAbstractTableModel):
             if col == 1:
                 flat = info.first_element + i
                 shape = info.source.shape
-                return str(tuple(int(v) for v in np.unravel_index(flat, shape))) if shape else str(flat)
+                if not shape:
+                    return str(flat)
+                return str(tuple(int(v) for v in np.unravel_index(flat, shape)))
             if col == 2:
                 return str(int(info.quants[i]))
             if col == 3:
@@ -479,8 +491,9 @@ class BlockMicroscope(QWidget):
         self.values_table = CopyableTableView()
         self.values_table.setObjectName("blockValues")
         self.values_table.setModel(self.values_model)
-        self.values_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.values_table.horizontalHeader().setStretchLastSection(True)
+        header = self.values_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
 
         left = QVBoxLayout()
         left.addWidget(QLabel("<b>bytes of the block, by field</b>"))
@@ -526,9 +539,9 @@ class BlockMicroscope(QWidget):
         place = (f"row {row}, columns {col}–{col + s.block_size - 1}" if len(s.shape) >= 2
                  else f"elements {first}–{first + s.block_size - 1}")
         self.header.setText(
-            f"<b>block {index:,}</b> of {s.n_blocks:,} in <b>{s.name}</b> ({s.dtype}) · {place} · "
-            f"{where} bytes 0x{start:X}–0x{end - 1:X} ({s.type_size} B for {s.block_size} values, "
-            f"{bits_per_weight(s.dtype):g} bits/weight)")
+            f"<b>block {index:,}</b> of {s.n_blocks:,} in <b>{s.name}</b> ({s.dtype}) · "
+            f"{place} · {where} bytes 0x{start:X}–0x{end - 1:X} ({s.type_size} B for "
+            f"{s.block_size} values, {bits_per_weight(s.dtype):g} bits/weight)")
         self.hex.set_block(info.raw, info.fields, start if s.offset is not None else None)
         self.fields_label.setText(self._fields_html(info))
         self.formula_label.setText(f"value = <b>{info.formula}</b>")
@@ -536,10 +549,11 @@ class BlockMicroscope(QWidget):
         if nibbles is not None:
             self.nibbles.set_block(nibbles, info.quants)
             run = int(nibbles.hi_element[0] - nibbles.lo_element[0])
+            high = (f"; <tt>{nibbles.high_field}</tt> adds the bits above"
+                    if nibbles.high_field else "")
             self.nibble_title.setText(
-                f"<b>quants as nibbles</b>: each byte of <tt>{nibbles.field}</tt> holds two quants, "
-                f"the low nibble element j, the high nibble element j+{run}"
-                + (f"; <tt>{nibbles.high_field}</tt> adds the bits above" if nibbles.high_field else ""))
+                f"<b>quants as nibbles</b>: each byte of <tt>{nibbles.field}</tt> holds two "
+                f"quants, the low nibble element j, the high nibble element j+{run}{high}")
         self._show_nibbles(nibbles is not None)
         self.values_model.set_block(info)
         return info
@@ -549,7 +563,8 @@ class BlockMicroscope(QWidget):
         rows = []
         for name, start, end, value in info.fields:
             raw = info.raw[start:end]
-            hex_text = " ".join(f"{int(b):02X}" for b in raw[:12]) + (" …" if raw.size > 12 else "")
+            hex_text = " ".join(f"{int(b):02X}" for b in raw[:12])
+            hex_text += " …" if raw.size > 12 else ""
             kind = ""
             if end - start == 2 and name in ("d", "m", "dmin"):
                 word = int(raw.view("<u2")[0])
@@ -607,8 +622,8 @@ def requantize_rows(source: TensorSource, first_row: int, n_rows: int
                     ) -> Generator[float, None, RequantResult]:
     """Dequantize rows `[first_row, first_row + n_rows)` of `source`, then `requantize` them."""
     bpr = source.n_blocks // max(1, source.n_rows)
-    values = yield from scaled(dequantize_range(source, first_row * bpr, (first_row + n_rows) * bpr),
-                               0.0, 0.3)
+    rows = dequantize_range(source, first_row * bpr, (first_row + n_rows) * bpr)
+    values = yield from scaled(rows, 0.0, 0.3)
     values = values.reshape(n_rows, -1)
     cols = values.shape[1] // 32 * 32                     # whole Q blocks of 32
     label = (f"rows {first_row}–{first_row + n_rows - 1} of {source.name}"
@@ -744,7 +759,8 @@ class RequantizePanel(QWidget):
         first = min(self.first_row.value(), s.n_rows - 1)
         n = max(1, min(self.n_rows.value(), s.n_rows - first))
         if s.row_length < 32:
-            self.source_label.setText("Rows are shorter than one block of 32: nothing to requantize.")
+            self.source_label.setText("Rows are shorter than one block of 32: "
+                                      "nothing to requantize.")
             return
         self.source_label.setText(f"Dequantizing rows {first}–{first + n - 1} of {s.name} "
                                   f"and quantizing them again…")
@@ -755,7 +771,8 @@ class RequantizePanel(QWidget):
         self.source_label.setText(f"{result.label}: {result.n_values:,} values, each format "
                                   "quantizes the same float32 values (ggml reference rounding).")
         stored = self.source.dtype if self.source is not None else ""
-        self.model.set_rows([(f"{r[0]} (stored)" if r[0] == stored else r[0], *r[1:]) for r in result.rows])
+        self.model.set_rows([(f"{r[0]} (stored)" if r[0] == stored else r[0], *r[1:])
+                             for r in result.rows])
         for fmt, counts in result.counts.items():
             self.curves[fmt].setData(result.edges, counts)
         self.plots[REQUANT_FORMATS[0]].setXRange(result.edges[0], result.edges[-1], padding=0.02)
@@ -907,7 +924,8 @@ class QuantView(QWidget):
             self.set_source(demo_source("Q4_0"))
             return
         tensors = list(weights.tensors)
-        self.picker.set_names([t.name for t in tensors], [f"{t.dtype} {tuple(t.shape)}" for t in tensors])
+        self.picker.set_names([t.name for t in tensors],
+                              [f"{t.dtype} {tuple(t.shape)}" for t in tensors])
         if self.session.tensor:
             self.show_tensor(self.session.tensor)
         else:
@@ -959,9 +977,10 @@ class QuantView(QWidget):
                     "scales. The requantize experiment below still works on it.")
         t = GGML_TYPES[s.dtype]
         demo = f"<br><i>{s.note}</i>" if s.note else ""
-        return (f"<b>{s.name}</b> · {s.dtype} · shape {tuple(s.shape)} · {s.n_blocks:,} blocks of "
-                f"{t.block_size} values in {t.type_size} bytes ({bits_per_weight(s.dtype):g} bits/weight)"
-                f" · {s.blocks_per_row} blocks per row{demo}")
+        return (f"<b>{s.name}</b> · {s.dtype} · shape {tuple(s.shape)} · {s.n_blocks:,} "
+                f"blocks of {t.block_size} values in {t.type_size} bytes "
+                f"({bits_per_weight(s.dtype):g} bits/weight) · {s.blocks_per_row} blocks per row"
+                f"{demo}")
 
     # -- scales
     def _scales_done(self, tag: str, result: ScaleResult) -> None:
@@ -1000,7 +1019,8 @@ class QuantView(QWidget):
         self.colorbar.setLevels(levels)
         # image pixels map back to (block in row, row): clicks and the marker use real rows
         self.heat_image.setRect(QRectF(0, 0, r.blocks_per_row, r.n_rows))
-        pooled = f" (each pixel row: max of {r.rows_per_pixel} rows)" if r.rows_per_pixel > 1 else ""
+        pooled = (f" (each pixel row: max of {r.rows_per_pixel} rows)"
+                  if r.rows_per_pixel > 1 else "")
         self.heatmap.setLabel("left", "row" + pooled)
         self.heatmap.getPlotItem().enableAutoRange()
         self._mark_block()

@@ -93,7 +93,7 @@ class TensorSource:
         return flat.reshape(-1, self.type_size) if self.is_quantized else flat
 
     def rows(self) -> np.ndarray:
-        """The data as stored rows: `(n_rows, row_bytes)` for blocks, `(n_rows, row_length)` else."""
+        """Stored rows: `(n_rows, row_bytes)` for blocks, `(n_rows, row_length)` else."""
         return self.raw.reshape(self.n_rows, -1)
 
     @property
@@ -145,9 +145,8 @@ def ensure_selection(session: Any) -> None:
 
 def find_embedding_name(weights: Any) -> str | None:
     """Name of the token-embedding matrix (GGUF `token_embd`, HF `embed_tokens`, GPT-2 `wte`)."""
-    return next((t.name for t in weights.tensors
-                 if is_token_embedding(t.name) and t.name.endswith(".weight") and len(t.shape) == 2),
-                None)
+    return next((t.name for t in weights.tensors if is_token_embedding(t.name)
+                 and t.name.endswith(".weight") and len(t.shape) == 2), None)
 
 
 def demo_matrix(rows: int = 64, cols: int = 256, seed: int = 20240) -> np.ndarray:
@@ -220,7 +219,8 @@ def scaled(progress: Iterator[float], base: float, weight: float) -> Generator[f
 class JobProgress(QWidget):
     """A progress bar with a Cancel button, shown while a `LatestRunner` is busy."""
 
-    def __init__(self, runner: LatestRunner, title: str = "", parent: QWidget | None = None) -> None:
+    def __init__(self, runner: LatestRunner, title: str = "",
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.runner = runner
         self.label = QLabel(title)
@@ -280,7 +280,8 @@ def rows_as_tsv(view: QAbstractItemView, *, header: bool = True) -> str:
                                for c in range(model.columnCount())))
     for path in sorted(firsts):
         first = firsts[path]
-        cells = [model.data(first.siblingAtColumn(c)) for c in range(model.columnCount(first.parent()))]
+        n_columns = model.columnCount(first.parent())
+        cells = [model.data(first.siblingAtColumn(c)) for c in range(n_columns)]
         lines.append("\t".join("" if v is None else str(v).replace("\t", " ").replace("\n", " ")
                                for v in cells))
     return "\n".join(lines) + "\n"

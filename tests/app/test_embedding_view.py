@@ -38,7 +38,8 @@ def test_row_equals_dequantized_matrix_row(qtbot, smol_path, embeddings, token_i
     t = session.weights.tensor("token_embd.weight")
     assert row.byte_range == (t.offset + token_id * 18 * 34, t.offset + (token_id + 1) * 18 * 34)
     blocks = np.asarray(gguf_tensor("token_embd.weight").data)[token_id].reshape(18, 34)
-    assert np.array_equal(row.scales["d"], blocks[:, :2].copy().view("<f2")[:, 0].astype(np.float32))
+    d = blocks[:, :2].copy().view("<f2")[:, 0].astype(np.float32)       # Q8_0: d first, f16
+    assert np.array_equal(row.scales["d"], d)
     assert f"blocks {token_id * 18:,}–{token_id * 18 + 17:,}" in panel.blocks_label.text()
     session.set_weights(None)
 
@@ -69,7 +70,8 @@ def test_selecting_a_token_in_the_tokenize_view(qtbot, smol_path, embeddings):
     qtbot.waitUntil(lambda: [t.id for t in view.tokens] == expected_ids, timeout=10000)
     view.select_index(1)                    # " world": what a click on the token does
     token_id = view.tokens[1].id
-    qtbot.waitUntil(lambda: view.findChild(EmbeddingPanel, "embeddingPanel") is not None, timeout=5000)
+    qtbot.waitUntil(lambda: view.findChild(EmbeddingPanel, "embeddingPanel") is not None,
+                    timeout=5000)
     panel = view.findChild(EmbeddingPanel, "embeddingPanel")
     qtbot.waitUntil(lambda: panel.row is not None and panel.row.token_id == token_id, timeout=5000)
     assert np.array_equal(panel.row.values, embeddings[token_id])

@@ -111,7 +111,8 @@ def test_f32_byte_strides_equal_numpy(qtbot, view):
     s = base[100::-3]
     assert shown(view, "byte_strides") == str(s.strides)
     assert shown(view, "strides") == str(tuple(st // 4 for st in s.strides))
-    assert shown(view, "offset") == f"{element_offset(s, base)} elements = {element_offset(s, base) * 4} bytes"
+    off = element_offset(s, base)
+    assert shown(view, "offset") == f"{off} elements = {off * 4} bytes"
 
 
 def test_permute_of_a_3d_f16_tensor(qtbot, tmp_path):
@@ -168,8 +169,9 @@ def test_mouse_over_a_strip_cell_highlights_its_grid_cell(qtbot, view):
     diagram = view.diagram
     cell = next(c for c in diagram.cells if c.index == (3, 1))
     pos = cell.strip.center()
-    move = QMouseEvent(QEvent.Type.MouseMove, pos, diagram.mapToGlobal(pos), Qt.MouseButton.NoButton,
-                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    move = QMouseEvent(QEvent.Type.MouseMove, pos, diagram.mapToGlobal(pos),
+                       Qt.MouseButton.NoButton, Qt.MouseButton.NoButton,
+                       Qt.KeyboardModifier.NoModifier)
     with qtbot.waitSignal(diagram.hovered) as hovered:
         QApplication.sendEvent(diagram, move)
     assert hovered.args == [(3, 1)] and diagram.hover is cell

@@ -46,8 +46,8 @@ def test_vocabulary_array_is_summarised_and_fetched_lazily(view, reader):
     model = view.metadata_model
     tokenizer = find_row(model, "tokenizer")
     tokens = find_row(model, "ggml.tokens", tokenizer)
-    expected = [str(bytes(reader.fields["tokenizer.ggml.tokens"].parts[i]), "utf-8", "surrogateescape")
-                for i in reader.fields["tokenizer.ggml.tokens"].data]
+    field = reader.fields["tokenizer.ggml.tokens"]
+    expected = [str(bytes(field.parts[i]), "utf-8", "surrogateescape") for i in field.data]
     assert len(expected) == 49152
     assert model.index(tokens.row(), 2, tokenizer).data().startswith("[49,152] ")
     assert model.hasChildren(tokens) and model.rowCount(tokens) == 0      # nothing built yet
@@ -67,7 +67,8 @@ def test_scalar_metadata_values(view, reader):
     model = view.metadata_model
     llama = find_row(model, "llama")
     row = find_row(model, "context_length", llama)
-    assert model.index(row.row(), 2, llama).data() == str(reader.fields["llama.context_length"].contents())
+    expected = str(reader.fields["llama.context_length"].contents())
+    assert model.index(row.row(), 2, llama).data() == expected
 
 
 # ------------------------------------------------------------------ tensor table
@@ -99,12 +100,14 @@ def test_filter_and_sort(view):
 
 
 def test_group_by_block(view):
-    assert block_group("blk.12.attn_q.weight") == "blk.12" and block_group("output_norm.weight") == ""
+    assert block_group("blk.12.attn_q.weight") == "blk.12"
+    assert block_group("output_norm.weight") == ""
     view.group_box.setChecked(True)
     tree = view.tensorTree.model()
     groups = [tree.index(r, 0).data() for r in range(tree.rowCount())]
     assert len(groups) == 31
-    assert groups[0].startswith("(outside") and groups[1].startswith("blk.0 ") and groups[-1].startswith("blk.29 ")
+    assert groups[0].startswith("(outside") and groups[1].startswith("blk.0 ")
+    assert groups[-1].startswith("blk.29 ")
     blk3 = tree.index(4, 0)
     assert tree.rowCount(blk3) == 9
     view.filter_edit.setText("ffn_up")
@@ -131,8 +134,10 @@ def test_ctrl_c_copies_selected_rows_as_tsv(qtbot, view):
     sel.select(proxy.index(0, 0), flags)
     QTest.keySequence(table, QKeySequence(QKeySequence.StandardKey.Copy))
     lines = QGuiApplication.clipboard().text().splitlines()
-    assert lines[0].split("\t") == ["Name", "Shape", "Type", "Elements", "Bytes", "Bits/weight", "File offset"]
-    assert [l.split("\t")[0] for l in lines[1:]] == [proxy.index(0, 0).data(), proxy.index(2, 0).data()]
+    assert lines[0].split("\t") == ["Name", "Shape", "Type", "Elements", "Bytes", "Bits/weight",
+                                   "File offset"]
+    names = [line.split("\t")[0] for line in lines[1:]]
+    assert names == [proxy.index(0, 0).data(), proxy.index(2, 0).data()]
     assert lines[1].split("\t")[2] == "Q8_0"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import gguf
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtTest import QTest
 
 import forma_gui
@@ -40,7 +40,7 @@ def stop(qtbot, view) -> None:
 
 
 def select(qtbot, view, name):
-    """Select `name` and wait for its scales (the view opens a file on its first quantized tensor)."""
+    """Select `name`, wait for its scales (a view opens a file on its first quantized matrix)."""
     if view.source is not None and view.source.name == name:
         view.session.select_tensor(name)
         qtbot.waitUntil(lambda: view.result is not None, timeout=30000)
@@ -54,7 +54,8 @@ def test_scale_plot_equals_block_scales(qtbot, view):
     raw = view.session.weights.raw(TENSOR)
     scales = quant.block_scales(raw, "Q4_1")
     curve = view.curves["d"]                # the series plotted (drawn as a per-pixel envelope)
-    assert np.array_equal(curve.y, scales["d"]) and np.array_equal(curve.x, np.arange(scales["d"].size))
+    assert np.array_equal(curve.y, scales["d"])
+    assert np.array_equal(curve.x, np.arange(scales["d"].size))
     assert np.array_equal(view.curves["m"].y, scales["m"])
     # independent of the core: a Q4_1 block starts with d then m, both little-endian f16
     blocks = gguf_tensor(TENSOR).data.reshape(-1, 20)
@@ -90,8 +91,8 @@ def test_block_microscope_values_equal_dequantize(qtbot, view, block):
     d = np.float32(raw[0:2].view("<f2")[0])
     m = np.float32(raw[2:4].view("<f2")[0])
     q = int(qs[3] & 15)
-    assert model.index(3, 3).data() == fill_formula("d · q + m", {"d": str(d), "q": str(q),
-                                                                  "m": str(m) if m >= 0 else f"({str(m)})"})
+    terms = {"d": str(d), "q": str(q), "m": str(m) if m >= 0 else f"({str(m)})"}
+    assert model.index(3, 3).data() == fill_formula("d · q + m", terms)
     assert np.float32(d * np.float32(q) + m) == shown[3]
 
 
@@ -106,7 +107,7 @@ def test_click_on_heatmap_opens_that_block(qtbot, view):
     vb.setRange(xRange=(24, 40), yRange=(195, 205), padding=0)    # rows many pixels tall
     qtbot.wait(50)
     pos = view.heatmap.mapFromScene(vb.mapViewToScene(QPointF(col + 0.5, row + 0.5)))
-    QTest.mouseClick(view.heatmap.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(int(pos.x()), int(pos.y())))
+    QTest.mouseClick(view.heatmap.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     qtbot.waitUntil(lambda: view.block == row * 48 + col, timeout=3000)
     assert view.microscope.info.index == row * 48 + col
 
@@ -162,7 +163,8 @@ def random_blocks(dtype: str, n_blocks: int, rng) -> np.ndarray:
     for f in BLOCK_FIELDS[dtype]:
         if f.kind == "f16":
             a, b = field_offsets(dtype)[f.name]
-            raw[:, a:b] = rng.uniform(0.001, 0.1, n_blocks).astype("<f2").view(np.uint8).reshape(-1, 2)
+            scales = rng.uniform(0.001, 0.1, n_blocks).astype("<f2")
+            raw[:, a:b] = scales.view(np.uint8).reshape(-1, 2)
     return raw
 
 
@@ -193,7 +195,8 @@ def test_k_quant_sub_block_scales_and_microscope(qtbot, k_view):
     scales = quant.block_scales(raw, "Q4_K")
     curves = {k: curve.y for k, curve in k_view.curves.items()}
     assert set(curves) == {"d", "dmin", "sub-block scales", "sub-block mins"}
-    assert np.array_equal(curves["d"], scales["d"]) and np.array_equal(curves["dmin"], scales["dmin"])
+    assert np.array_equal(curves["d"], scales["d"])
+    assert np.array_equal(curves["dmin"], scales["dmin"])
     assert np.array_equal(curves["sub-block scales"],
                           (scales["d"][:, None] * scales["scales"].astype(np.float32)).reshape(-1))
     assert k_view.heat_image.image.shape == (6, 2)
@@ -231,7 +234,7 @@ def test_click_on_scale_plot_and_exports(qtbot, view, tmp_path):
     qtbot.wait(50)
     y = float(view.curves["d"].y[1042])
     pos = view.scale_plot.mapFromScene(vb.mapViewToScene(QPointF(1042, y)))
-    QTest.mouseClick(view.scale_plot.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(int(pos.x()), int(pos.y())))
+    QTest.mouseClick(view.scale_plot.viewport(), Qt.MouseButton.LeftButton, pos=pos)
     qtbot.waitUntil(lambda: view.block == 1042, timeout=3000)
     # pyqtgraph's CSV export holds what is drawn: zoomed in, every block's scale
     path = tmp_path / "scales.csv"
