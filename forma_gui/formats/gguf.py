@@ -22,7 +22,6 @@ never tensor data.
 from __future__ import annotations
 
 import math
-import mmap
 import os
 import struct
 from typing import Any
@@ -31,6 +30,7 @@ import numpy as np
 
 from forma_gui.core.ggml_types import GGML_TYPE_NAMES, GGML_TYPES
 from forma_gui.errors import FormatError
+from forma_gui.formats.mapped_file import MappedFile
 from forma_gui.formats.tensor_info import TensorInfo
 
 MAGIC = b"GGUF"
@@ -209,7 +209,7 @@ class _Reader:
         return [self.string(f"string {i} of {n} in the array") for i in range(n)]
 
 
-class GGUFFile:
+class GGUFFile(MappedFile):
     """A GGUF file's header, memory-mapped read-only; tensor data is never read here.
 
     Attributes: `path`, `version`, `byte_order` ("<" or ">"), `metadata` (key -> value),
@@ -227,28 +227,18 @@ class GGUFFile:
     """
 
     def __init__(self, path: str | os.PathLike, *, read_tensors: bool = True) -> None:
-        self.path = os.fspath(path)
-        self._file = None
-        self._mm: mmap.mmap | None = None
-        try:
-            self._file = open(self.path, "rb")
-        except OSError as e:
-            raise FormatError(f"cannot open: {e.strerror or e}", path=self.path) from e
-        try:
+        super().__init__(path)
+        with self._closing_on_error():
             self._map()
             self._parse(read_tensors)
-        except BaseException:
-            self.close()
-            raise
 
     # -- opening ------------------------------------------------------------------------
 
     def _map(self) -> None:
-        self.file_size = os.fstat(self._file.fileno()).st_size
         if self.file_size < 4:
             raise FormatError("expected the GGUF magic, but the file is shorter than 4 bytes",
                               path=self.path, offset=0)
-        self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        super()._map()
 
     def _parse(self, read_tensors: bool) -> None:
         r = _Reader(self._mm, self.path, "<")
@@ -392,50 +382,14 @@ class GGUFFile:
                                   f"{prev.name!r} (bytes {prev.offset}..{prev.end})",
                                   path=self.path, offset=starts[cur.name])
 
-    # -- data access --------------------------------------------------------------------
-
-    @property
-    def data(self) -> np.ndarray:
-        """The whole file as a read-only uint8 array (a view of the map, nothing is read)."""
-        if self._mm is None:
-            raise FormatError("the file is closed", path=self.path)
-        return np.frombuffer(self._mm, dtype=np.uint8)
-
-    def check_size(self) -> None:
-        """FormatError if the file shrank since it was opened (reading it would crash)."""
-        if self._file is None:
-            raise FormatError("the file is closed", path=self.path)
-        try:
-            size = os.fstat(self._file.fileno()).st_size
-        except OSError as e:
-            raise FormatError(f"cannot stat: {e.strerror or e}", path=self.path) from e
-        if size < self.file_size:
-            raise FormatError(f"the file shrank from {self.file_size} to {size} bytes while "
-                              "open; reopen it", path=self.path, offset=size)
+    # -- data access (data, check_size, close: MappedFile) --------------------------------
 
     def tensor(self, name: str) -> TensorInfo:
+        """The tensor info called `name`; KeyError if there is none."""
         for t in self.tensors:
             if t.name == name:
                 return t
         raise KeyError(name)
-
-    def close(self) -> None:
-        """Release the map and the file; views already handed out keep the map alive."""
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:
-                pass  # numpy views still point into it; it is unmapped when they go
-            self._mm = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def __enter__(self) -> GGUFFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (f"GGUFFile({self.path!r}, version={self.version}, "

@@ -11,7 +11,6 @@ All data is little-endian. The file is memory-mapped; opening reads the header o
 from __future__ import annotations
 
 import math
-import mmap
 import os
 import struct
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 
 from forma_gui.errors import FormatError
 from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.mapped_file import MappedFile
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo
 
 #: safetensors dtype -> numpy storage, little-endian explicitly (as safetensors' numpy.py);
@@ -35,7 +35,7 @@ MAX_DIMS = 64  # more dimensions than any model uses; bounds the work per header
 MAX_HEADER_BYTES = 100_000_000
 
 
-class SafetensorsFile:
+class SafetensorsFile(MappedFile):
     """One .safetensors file: `metadata` (the `__metadata__` strings), `tensors`, `data`.
 
     >>> with SafetensorsFile("model.safetensors") as f:          # doctest: +SKIP
@@ -46,24 +46,13 @@ class SafetensorsFile:
     byte_order = "<"
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = os.fspath(path)
-        self._file = None
-        self._mm: mmap.mmap | None = None
-        try:
-            self._file = open(self.path, "rb")
-        except OSError as e:
-            raise FormatError(f"cannot open: {e.strerror or e}", path=self.path) from e
-        try:
-            self.file_size = os.fstat(self._file.fileno()).st_size
+        super().__init__(path)
+        with self._closing_on_error():
             header = self._read_header()
             self.data_offset = HEADER_LENGTH_BYTES + self.header_length
             self.metadata = self._metadata(header.pop("__metadata__", {}))
             self.tensors = self._tensors(header)
-            if self.file_size:
-                self._mm = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
-        except BaseException:
-            self.close()
-            raise
+            self._map()
 
     def _fail(self, message: str, offset: int | None = None) -> FormatError:
         return FormatError(message, path=self.path, offset=offset)
@@ -141,44 +130,6 @@ class SafetensorsFile:
         if at != self.file_size:
             raise self._fail(f"{self.file_size - at} bytes after the last tensor belong to "
                              "no tensor", at)
-
-    # -- data access --------------------------------------------------------------------
-
-    @property
-    def data(self) -> np.ndarray:
-        """The whole file as a read-only uint8 array (a view of the map, nothing is read)."""
-        if self._file is None:
-            raise FormatError("the file is closed", path=self.path)
-        if self._mm is None:
-            return np.zeros(0, dtype=np.uint8)
-        return np.frombuffer(self._mm, dtype=np.uint8)
-
-    def check_size(self) -> None:
-        """FormatError if the file shrank since it was opened (reading it would crash)."""
-        if self._file is None:
-            raise FormatError("the file is closed", path=self.path)
-        size = os.fstat(self._file.fileno()).st_size
-        if size < self.file_size:
-            raise FormatError(f"the file shrank from {self.file_size} to {size} bytes while "
-                              "open; reopen it", path=self.path, offset=size)
-
-    def close(self) -> None:
-        """Release the map and the file; views already handed out keep the map alive."""
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:
-                pass  # numpy views still point into it; it is unmapped when they go
-            self._mm = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def __enter__(self) -> SafetensorsFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _int_list(value: Any) -> bool:
