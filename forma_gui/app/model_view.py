@@ -179,14 +179,20 @@ class MetadataModel(QAbstractItemModel):
         return len(self.HEADERS)
 
     def hasChildren(self, parent: QModelIndex = QModelIndex()) -> bool:  # noqa: N802
+        if parent.isValid() and parent.column() != 0:
+            return False          # children hang off the first column only
         node = self.node(parent)
         return bool(node.children) or node.total > 0
 
     def canFetchMore(self, parent: QModelIndex) -> bool:  # noqa: N802
+        if not parent.isValid() or parent.column() != 0:
+            return False
         node = self.node(parent)
-        return node is not self.root and len(node.children) < node.total
+        return len(node.children) < node.total
 
     def fetchMore(self, parent: QModelIndex) -> None:  # noqa: N802
+        if not self.canFetchMore(parent):
+            return
         node = self.node(parent)
         n = min(FETCH_CHUNK, node.total - len(node.children))
         if n <= 0:

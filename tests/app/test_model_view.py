@@ -1,6 +1,7 @@
 """The Model view on SmolLM2: metadata tree, tensor table, grouping, totals, planner, copy."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, Qt
 from PySide6.QtGui import QGuiApplication, QKeySequence
@@ -182,3 +183,31 @@ def test_planner_reports_a_choice_for_a_typed_budget(view, reader):
     assert "does not fit" in view.planner.choice.text()
     view.planner.budget.setText("nonsense")
     assert "cannot read" in view.planner.choice.text()
+
+
+def test_metadata_model_is_lazy_for_huge_and_nested_arrays(qtmodeltester):
+    from forma_gui.app.model_view import MetadataModel
+
+    vocab = [f"tok{i}" for i in range(262_144)]
+    model = MetadataModel({"tokenizer.ggml.tokens": vocab, "x.nested": [[1, 2], ["a"]],
+                           "x.scores": np.arange(5, dtype=np.float32)},
+                          {"tokenizer.ggml.tokens": "ARRAY[STRING]"})
+    tokens = model.index(0, 0, model.index(0, 0))
+    assert model.index(0, 2, model.index(0, 0)).data().startswith("[262,144] ")
+    assert model.rowCount(tokens) == 0 and model.canFetchMore(tokens)
+    model.fetchMore(tokens)
+    assert model.rowCount(tokens) == FETCH_CHUNK                    # 500 items, not 262,144
+    nested = model.index(0, 0, model.index(1, 0))
+    model.fetchMore(nested)
+    inner = model.index(0, 0, nested)
+    assert model.index(0, 2, nested).data() == "[2] 1, 2" and model.rowCount(inner) == 0
+    model.fetchMore(inner)
+    assert [model.index(r, 2, inner).data() for r in range(2)] == ["1", "2"]
+    qtmodeltester.check(model)
+
+
+def test_models_pass_qt_model_tester(qtmodeltester, view):
+    view.planner.budget.setText("100 MB")
+    for model in (view.table_model, view.tree_model, view.totals_model,
+                  view.planner.parts_model, view.tensorTable.model(), view.tensorTree.model()):
+        qtmodeltester.check(model)

@@ -295,3 +295,12 @@ def test_event_loop_stays_responsive_for_the_largest_scale_plot(qtbot, view):
     assert curve.y.size == 49152 * 18 and curve.item.yData.size < 10_000
     assert view.heat_image.image.shape == (2048, 18)            # 24 rows per pixel row, max
     assert max(gaps) < 0.1, f"the event loop stalled for {max(gaps) * 1000:.0f} ms"
+
+
+def test_models_pass_qt_model_tester(qtbot, qtmodeltester, view):
+    select(qtbot, view, TENSOR)
+    view.open_block(77)
+    qtmodeltester.check(view.microscope.values_model)
+    with qtbot.waitSignal(view.requant.runner.finished, timeout=30000):
+        view.requant.run()
+    qtmodeltester.check(view.requant.model)
