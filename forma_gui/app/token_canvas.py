@@ -104,7 +104,9 @@ class TokenCanvas(QAbstractScrollArea):
         self.show_ids = False
         self.selected: int | None = None
         self.highlight_id: int | None = None
-        self.fast_layout = True  # False: the reference layout path (for tests)
+        self.fast_layout = True   # False: the reference layout path (for tests)
+        self.reuse_layout = True  # False: every segmentation is laid out from scratch (tests)
+        self._tail: dict | None = None  # the old layout's reusable end, see _reuse
         self._timer = QTimer(self, singleShot=True, interval=0, timeout=self._layout_slice)
         self._set_fonts()
         self._reset_layout()
@@ -114,9 +116,13 @@ class TokenCanvas(QAbstractScrollArea):
         """Show `tokens` (a TokenStore, or a list of Token) of `text`; layout runs in slices."""
         if not isinstance(tokens, TokenStore):
             tokens = TokenStore.from_tokens(list(tokens), None)
+        old = self._layout_state()
+        anchor = self.first_visible_token() if len(self.tokens) else None
         self.text, self.tokens = text, tokens
         self.selected = None
-        self._reset_layout()
+        if not (self.reuse_layout and self._reuse(old)):
+            self._reset_layout()
+            self._anchor = anchor  # stay where the reader was, not back at the top
 
     def set_options(self, *, as_stored: bool | None = None, visible_ws: bool | None = None,
                     show_ids: bool | None = None) -> None:
@@ -247,6 +253,7 @@ class TokenCanvas(QAbstractScrollArea):
         self._avail = max(self.viewport().width() - 2 * MARGIN, 40.0)
         self._fast_widths = {}  # they are clamped to the width available
         self._anchor = anchor
+        self._tail = None
         self.verticalScrollBar().setValue(0)
         self._timer.start()
         self.viewport().update()
@@ -261,6 +268,7 @@ class TokenCanvas(QAbstractScrollArea):
         if k < len(self.tokens):
             self._timer.start()
         else:
+            self._tail = None
             self.layout_finished.emit()
         if self._anchor is not None and self._item_of_token(self._anchor) is not None:
             anchor, self._anchor = self._anchor, None
@@ -268,6 +276,101 @@ class TokenCanvas(QAbstractScrollArea):
         top = MARGIN + first_line * self._line_h - self.verticalScrollBar().value()
         if top <= self.viewport().height():  # new lines (or the progress note) are in view
             self.viewport().update()
+
+    # ---- re-layout after an edit: keep what did not change -------------------------------
+    def _layout_state(self) -> dict:
+        return {"text": self.text, "tokens": self.tokens, "first": self._item_first,
+                "x": self._item_x, "w": self._item_w, "lines": self._line_item,
+                "slot": self._slot, "shade": self._shade, "next": self._next_token,
+                "end_x": self._x, "avail": self._avail}
+
+    def _reuse(self, old: dict) -> bool:
+        """Keep the old layout up to the line before the first changed token, and arrange
+        to splice its unchanged end back in (see _join_tail). False: lay out afresh.
+
+        Typing in a 1 MB document then re-lays out a few lines, not 250k tokens.
+        """
+        import numpy as np
+
+        new, prev = self.tokens, old["tokens"]
+        if not len(prev) or not len(new) or old["avail"] != self._avail or not old["next"]:
+            return False
+        ids_new, ids_old = np.frombuffer(new.ids, np.int32), np.frombuffer(prev.ids, np.int32)
+        st_new, st_old = np.frombuffer(new.starts, np.int32), np.frombuffer(prev.starts, np.int32)
+        fl_new, fl_old = np.frombuffer(new.flags, np.uint8), np.frombuffer(prev.flags, np.uint8)
+        m = min(len(new), len(prev))
+        diff = np.flatnonzero((ids_new[:m] != ids_old[:m]) | (st_new[:m] != st_old[:m])
+                              | (fl_new[:m] != fl_old[:m]))
+        first = int(diff[0]) if len(diff) else m
+        restart = self._truncate_before(min(first, old["next"]), old)
+        if restart is None:
+            return False
+        shift = len(self.text) - len(old["text"])
+        tail = min(len(new), len(prev)) - first
+        if tail > 0:
+            same = ((ids_new[len(new) - tail:] == ids_old[len(prev) - tail:])
+                    & (st_new[len(new) - tail:] == st_old[len(prev) - tail:] + shift)
+                    & (fl_new[len(new) - tail:] == fl_old[len(prev) - tail:]))
+            bad = np.flatnonzero(~same)
+            tail -= int(bad[-1]) + 1 if len(bad) else 0
+        if tail > 0:  # tokens [len(new) - tail, len(new)) equal the old ones, shifted
+            self._tail = dict(old, start=len(new) - tail, dn=len(new) - len(prev))
+        self._next_token = restart
+        self._timer.start()
+        self.viewport().update()
+        return True
+
+    def _truncate_before(self, k: int, old: dict) -> int | None:
+        """Cut the old layout back to the start of the line before the one holding token k
+        (that line may now take what used to wrap); returns the token to resume at."""
+        lines, first = old["lines"], old["first"]
+        if not len(first):
+            return None
+        item = bisect_right(first, k - 1) - 1 if k else 0
+        line = max(0, bisect_right(lines, item) - 2)
+        if line == 0:
+            return None
+        keep_items = lines[line]
+        restart = first[keep_items] if keep_items < len(first) else old["next"]
+        self._item_first = first[:keep_items]
+        self._item_x = old["x"][:keep_items]
+        self._item_w = old["w"][:keep_items]
+        self._line_item = lines[:line + 1]
+        self._slot = old["slot"][:restart]
+        self._shade = old["shade"][:restart]
+        self._x = MARGIN
+        return restart
+
+    def _join_tail(self, k: int) -> int | None:
+        """At a hard line break before token k: if the old layout had the same break before
+        the same (shifted) token, copy its remaining lines instead of laying them out.
+        Returns the token to continue at, or None to carry on normally."""
+        tail = self._tail
+        if k < tail["start"] or k >= len(self.tokens):
+            return None
+        k_old = k - tail["dn"]
+        first, lines = tail["first"], tail["lines"]
+        item = bisect_right(first, k_old) - 1
+        if item < 0 or first[item] != k_old or k_old >= tail["next"]:
+            return None
+        line = bisect_right(lines, item) - 1
+        if lines[line] != item or tail["x"][item] != MARGIN:
+            return None
+        slot = tail["slot"][k_old]
+        shade = 1 - self._shade[k - 1] if CLOSE[slot][self._slot[k - 1]] else 0
+        if shade != tail["shade"][k_old]:
+            return None  # the colours after this point alternate differently
+        d_items = len(self._item_first) - item
+        self._item_first.frombytes(_shifted(first, item, tail["dn"]))
+        self._item_x.extend(tail["x"][item:])
+        self._item_w.extend(tail["w"][item:])
+        self._line_item.pop()  # the break just made is the old line's own start
+        self._line_item.frombytes(_shifted(lines, line, d_items))
+        self._slot.extend(tail["slot"][k_old:])
+        self._shade.extend(tail["shade"][k_old:])
+        self._x = tail["end_x"]
+        self._tail = None
+        return tail["next"] + tail["dn"]
 
     def _place_items(self, k: int, deadline: float) -> int:
         """Reference layout: one item at a time through _place_item, until the deadline."""
@@ -326,6 +429,10 @@ class TokenCanvas(QAbstractScrollArea):
                 for _ in range(min(span.count("\n"), MAX_NEWLINES)):
                     self._line_item.append(len(self._item_first))
                 x = MARGIN
+                if self._tail is not None:
+                    joined = self._join_tail(k + 1)
+                    if joined is not None:
+                        return joined
             k += 1
             count += 1
             if not (count & 255) and perf_counter() > deadline:
@@ -352,6 +459,10 @@ class TokenCanvas(QAbstractScrollArea):
         newlines = self.text.count("\n", starts[k], end)
         for _ in range(min(newlines, MAX_NEWLINES)):
             self._new_line()
+        if newlines and self._tail is not None:
+            joined = self._join_tail(j)
+            if joined is not None:
+                return joined
         return j
 
     def _new_line(self) -> None:
@@ -616,6 +727,13 @@ ALIGN_TOP_CENTER = Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop
 ALIGN_BOTTOM_RIGHT = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom
 NO_PEN, DASH = Qt.PenStyle.NoPen, Qt.PenStyle.DashLine  # looked up once: paint runs per chip
 NO_BRUSH, ELIDE = Qt.BrushStyle.NoBrush, Qt.TextElideMode.ElideRight
+
+
+def _shifted(values: array, start: int, delta: int) -> bytes:
+    """values[start:] + delta, as the raw bytes of an array('i') (numpy: C speed)."""
+    import numpy as np
+
+    return (np.frombuffer(values, np.int32)[start:] + np.int32(delta)).astype(np.int32).tobytes()
 
 
 class _Ink:

@@ -460,8 +460,9 @@ class TokenizeView(QWidget):
     def _schedule(self) -> None:
         if self.editor.pasting:
             return  # the last slice schedules the one re-tokenization
-        large = len(self.mirror.text) > INLINE_CHARS
-        self._debounce.start(DEBOUNCE_LARGE_MS if large else DEBOUNCE_MS)
+        # a big document waits for a pause in typing, unless the live encoder has the edit
+        slow = len(self.mirror.text) > INLINE_CHARS and self._live is None
+        self._debounce.start(DEBOUNCE_LARGE_MS if slow else DEBOUNCE_MS)
 
     def _on_paste_progress(self, fraction: float) -> None:
         if fraction < 1.0:

@@ -87,3 +87,58 @@ def test_runs_cover_the_bytes_without_replacement_characters(data):
     rebuilt = b"".join(bytes.fromhex(t) if is_hex else t.encode() for t, is_hex in runs)
     assert rebuilt == data
     assert all("\ufffd" not in t for t, is_hex in runs if not is_hex) or "\ufffd".encode() in data
+
+
+WORDS = st.sampled_from(["Hello", " world", "!", " the", " cat", "\n", "\n\n", " ", "東京", "€",
+                         "👩\u200d💻", " is", "x" * 90, "don't", "<|end|>", "\t", "ab"])
+DOCS = st.lists(WORDS, min_size=1, max_size=120).map("".join)
+
+
+@settings(max_examples=max(20, MAX_EXAMPLES // 2), deadline=None)
+@given(DOCS, st.floats(0, 1), st.integers(0, 12), st.lists(WORDS, max_size=4).map("".join),
+       st.booleans())
+def test_relayout_after_an_edit_equals_a_fresh_layout(qapp, text, at, removed, added, finish_old):
+    tok = StubTokenizer()
+    start = int(at * len(text))
+    edited = text[:start] + added + text[start + removed:]
+    reused, fresh = TokenCanvas(), TokenCanvas()
+    for canvas in (reused, fresh):
+        canvas.resize(420, 300)
+        canvas.show()
+        canvas.deleteLater()
+    reused.set_segmentation(text, tok.segment(text))
+    reused._timer.stop()
+    while not reused.laid_out and (finish_old or reused._next_token < len(reused.tokens) // 2):
+        reused._layout_slice()
+        reused._timer.stop()
+    reused.set_segmentation(edited, tok.segment(edited))
+    fresh.reuse_layout = False
+    fresh.set_segmentation(edited, tok.segment(edited))
+    assert _layout_rest(reused) == _layout_rest(fresh)
+
+
+def _layout_rest(canvas: TokenCanvas) -> tuple:
+    """Finish the layout already begun (no reset) and return its arrays."""
+    canvas._timer.stop()
+    while not canvas.laid_out:
+        canvas._layout_slice()
+        canvas._timer.stop()
+    return (list(canvas._item_first), list(canvas._item_x), list(canvas._item_w),
+            list(canvas._line_item), bytes(canvas._slot), bytes(canvas._shade))
+
+
+def test_typing_near_the_end_keeps_the_layout_before_it(qtbot):
+    tok = StubTokenizer()
+    text = "Hello world!\n" * 400
+    canvas = TokenCanvas()
+    qtbot.addWidget(canvas)
+    canvas.resize(420, 300)
+    canvas.set_segmentation(text, tok.segment(text))
+    _layout_rest(canvas)
+    edited = text[:-7] + " cat" + text[-7:]
+    canvas.set_segmentation(edited, tok.segment(edited))
+    assert canvas._next_token > 0.9 * len(canvas.tokens)  # only the last lines are redone
+    edited = " the" + edited
+    canvas.set_segmentation(edited, tok.segment(edited))
+    _layout_rest(canvas)
+    assert canvas._tail is None
