@@ -1,6 +1,6 @@
 """Run long work off the GUI thread: one small API for every view.
 
-Three pieces, all used from the GUI thread:
+Four pieces, all used from the GUI thread:
 
 * ``run_in_thread(fn, *args, on_done=..., on_error=..., on_progress=...) -> Worker``
   runs ``fn(*args)`` on the global QThreadPool and delivers the outcome back on the GUI
@@ -17,7 +17,8 @@ Three pieces, all used from the GUI thread:
   ``on_discard`` (e.g. to close a memory map).
 
 Callbacks are connected through QObjects that live on the GUI thread, so they always run
-there, whatever thread emitted the signal.
+there, whatever thread emitted the signal; a callback bound to a QObject that Qt has
+deleted meanwhile (a closed view) is skipped.
 
 >>> runner = LatestRunner()                                    # doctest: +SKIP
 >>> runner.finished.connect(lambda tag, tokens: view.show(tokens))  # doctest: +SKIP
