@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from forma_gui.core.ggml_types import GGML_TYPE_NAMES, GGML_TYPES
+from forma_gui.core.ggml_types import GGML_TYPE_NAMES, GGML_TYPES, tensor_nbytes
 from forma_gui.errors import FormatError
 from forma_gui.formats.mapped_file import MappedFile
 from forma_gui.formats.tensor_info import TensorInfo
@@ -364,8 +364,7 @@ class GGUFFile(MappedFile):
 
     def _place(self, start: int, name: str, shape: tuple[int, ...], dtype: str,
                rel: int) -> TensorInfo:
-        t = GGML_TYPES[dtype]
-        nbytes = math.prod(shape) // t.block_size * t.type_size
+        nbytes = tensor_nbytes(dtype, math.prod(shape))  # whole blocks: _check_dims saw to it
         offset = self.data_offset + rel
         if offset + nbytes > self.file_size:
             raise FormatError(f"tensor {name!r} ({nbytes} bytes at data offset {rel}) ends at "

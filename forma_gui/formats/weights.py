@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 import numpy as np
 
-from forma_gui.core.ggml_types import GGML_TYPES
+from forma_gui.core.ggml_types import tensor_nbytes
 from forma_gui.errors import FormatError
 from forma_gui.formats.file_bytes import PICKLE_HINT, read_bytes, read_head
 from forma_gui.formats.json_text import parse_json
@@ -74,9 +74,7 @@ class WeightFile:
         data = source.data[t.offset:t.end]
         if t.dtype in ELEMENT_STORAGE:
             return data.view(storage_dtype(t.dtype, source.byte_order)).reshape(t.shape)
-        block = GGML_TYPES[t.dtype]
-        row_bytes = t.shape[-1] // block.block_size * block.type_size
-        return data.reshape(*t.shape[:-1], row_bytes)
+        return data.reshape(*t.shape[:-1], tensor_nbytes(t.dtype, t.shape[-1]))
 
     def dequantize(self, name: str) -> np.ndarray:
         """The tensor as a new float32 array of its shape (exact for every 16-bit-or-less type)."""
