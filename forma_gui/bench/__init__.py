@@ -35,12 +35,13 @@ class BenchResult:
 
     @property
     def met(self) -> bool | None:
+        """Whether the ratio reaches `target` (None without a target or a peer figure)."""
         if self.target is None or self.ratio is None:
             return None
         return self.ratio >= self.target
 
 
-def median_time(fn: Callable[[], object], *, repeat: int = 5, min_time: float = 0.0) -> float:
+def median_time(fn: Callable[[], object], *, repeat: int = 5) -> float:
     """Median wall time of `fn()` in seconds over `repeat` runs (after one warm-up)."""
     fn()
     times = []
