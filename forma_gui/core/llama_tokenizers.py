@@ -25,10 +25,8 @@ from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import LlamaPreTokenizer
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
                                         LlamaTokenizer, LlamaVocab, char_spans)
-from forma_gui.core.sentencepiece import SPACE, f32, merge_by_score
+from forma_gui.core.sentencepiece import FLT_MAX, ONE_CHAR_LEN, SPACE, f32, merge_by_score
 from forma_gui.core.tokenizer import MergeStep
-
-FLT_MAX = 3.4028234663852886e38
 
 
 def byte_token(vocab: LlamaVocab, byte: int) -> int | None:
@@ -215,7 +213,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         ids = [unk] * (n + 1)
         i = 0
         while i < n:
-            mblen = min(_utf8_len(normalized[i]), n - i)
+            mblen = min(ONE_CHAR_LEN[normalized[i] >> 4], n - i)  # unicode_len_utf8
             base = best[i]
             single = False
             j = i + 1
@@ -248,11 +246,6 @@ class LlamaUGMTokenizer(LlamaTokenizer):
             end = s
         out.reverse()
         return out
-
-
-def _utf8_len(lead: int) -> int:
-    """unicode_len_utf8: sequence length from the lead byte's high nibble."""
-    return (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4)[lead >> 4]
 
 
 def _lax_char_len(data: bytes, pos: int) -> int:
