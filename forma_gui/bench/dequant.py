@@ -134,6 +134,7 @@ def measure(dtype: str, tensors: Tensors, repeat: int) -> tuple[float, float | N
 
 
 def run(quick: bool = False) -> list[BenchResult]:
+    """Dequantization throughput per type against gguf-py's quants, beside copy bandwidth."""
     n_elements = (1 << 20) if quick else (1 << 23)
     repeat = 3 if quick else 7
     copy = copy_bandwidth(n_elements, repeat * 3)

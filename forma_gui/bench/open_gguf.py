@@ -39,6 +39,7 @@ with open("/proc/self/status") as f:
 
 
 def open_ours(path: Path) -> int:
+    """Open with forma's GGUFFile and list every tensor's name, shape and type."""
     from forma_gui.formats.gguf import GGUFFile
 
     with GGUFFile(path) as g:
@@ -46,6 +47,7 @@ def open_ours(path: Path) -> int:
 
 
 def open_peer(path: Path) -> int:
+    """The same listing with gguf-py's GGUFReader."""
     from gguf import GGUFReader
 
     reader = GGUFReader(path)
@@ -53,6 +55,7 @@ def open_peer(path: Path) -> int:
 
 
 def peer_installed() -> bool:
+    """Whether gguf-py can be imported."""
     import importlib.util
 
     return importlib.util.find_spec("gguf") is not None
@@ -70,6 +73,7 @@ def peak_rss_mb(kind: str, path: Path) -> float | None:
 
 
 def run(quick: bool = False) -> list[BenchResult]:
+    """Time to open each GGUF and list its tensors, and peak RSS, against gguf-py."""
     results = []
     peer = peer_installed()
     files = dict(list(FILES.items())[:1]) if quick else FILES

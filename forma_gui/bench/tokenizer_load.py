@@ -62,6 +62,7 @@ def _hf_bpe(path: Path):
 
 
 def run(quick: bool) -> list[BenchResult]:
+    """GGUF and SentencePiece tokenizer load and encode times against the reference libraries."""
     from forma_gui.formats.gguf_tokenizer import load_gguf_tokenizer
     from forma_gui.formats.sentencepiece_model import load_sentencepiece
 

@@ -40,6 +40,7 @@ def _hf_trainer(text: str, merges: int):
 
 
 def run(quick: bool = False) -> list[BenchResult]:
+    """Byte-level BPE training time on botchan.txt against HF's BpeTrainer."""
     path = corpus_path()
     if not path.exists():
         return []

@@ -248,6 +248,7 @@ class PairIndex(Generic[S]):
         return None
 
     def push(self, pair: tuple[S, S], count: int) -> None:
+        """Queue `pair` at `count`; stale entries are skipped when popped."""
         heapq.heappush(self.heap, (-count, pair))
 
     def replace_word(self, index: int, new: list[S]) -> None:

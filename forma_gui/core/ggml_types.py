@@ -11,6 +11,8 @@ QK_K = 256  # elements in a K-quant super-block
 
 
 class GGMLType(NamedTuple):
+    """One GGML storage type: its id in ggml.h and the size of one block."""
+
     type_id: int
     block_size: int  # elements per block
     type_size: int   # bytes per block

@@ -467,6 +467,7 @@ class LlamaPreTokenizer:
 
     @property
     def space_safe(self) -> bool:
+        """One known pattern under which text may be cut at spaces before the regex runs."""
         return len(self.patterns) == 1 and self.patterns[0].pattern in SPACE_SAFE
 
     def split(self, text: str) -> list[tuple[int, int]]:

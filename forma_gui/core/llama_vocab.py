@@ -88,9 +88,11 @@ class LlamaVocab:
         return self._token_to_id
 
     def text_to_token(self, text: str) -> int | None:
+        """llama_vocab::text_to_token: the id of the token spelled `text`, or None."""
         return self.token_to_id.get(text)
 
     def score(self, token_id: int) -> float:
+        """The stored score of `token_id` (0.0 when the file has no scores)."""
         return 0.0 if self.scores is None else float(self.scores[token_id])
 
     def __len__(self) -> int:

@@ -75,14 +75,17 @@ class MemoryPlan:
 
     @property
     def total(self) -> int:
+        """Planned bytes of all parts."""
         return sum(p.nbytes for p in self.parts)
 
     @property
     def fits(self) -> bool:
+        """Whether the planned bytes fit the budget."""
         return self.total <= self.budget
 
     @property
     def n_params(self) -> int:
+        """Parameters of all parts."""
         return sum(p.n_params for p in self.parts)
 
     def bytes_by_type(self) -> dict[str, int]:

@@ -14,6 +14,8 @@ from forma_gui.core.ggml_types import QK_K
 
 
 class FieldSpec(NamedTuple):
+    """One field of a quantized block: name, byte length, storage kind."""
+
     name: str
     nbytes: int
     kind: str  # storage: "f16", "bf16", "f32", "e8m0", "u8" (packed bits), "i8", "u16", "i16", "u32"

@@ -78,6 +78,7 @@ class Layout:
 
     @property
     def byte_offset(self) -> int:
+        """`offset` in bytes."""
         return self.offset * self.itemsize
 
     @property
@@ -105,6 +106,7 @@ class Layout:
                                  in enumerate(zip(index, self.shape, self.strides)))
 
     def byte_offset_of(self, index: Iterable[int]) -> int:
+        """`offset_of` in bytes."""
         return self.offset_of(index) * self.itemsize
 
     def transpose(self) -> Layout:
@@ -202,6 +204,7 @@ class BlockLayout:
 
     @property
     def n_blocks(self) -> int:
+        """Blocks the tensor is stored in."""
         return self.n_elements // self.block_size
 
     @property
@@ -210,6 +213,7 @@ class BlockLayout:
 
     @property
     def row_bytes(self) -> int:
+        """Bytes of one stored row (the last axis), scales included."""
         return (self.shape[-1] if self.shape else 1) // self.block_size * self.type_size
 
     def block_of(self, flat_index: int) -> tuple[int, int, int]:

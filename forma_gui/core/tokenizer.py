@@ -143,6 +143,7 @@ class Tokenizer(ABC):
 
     @property
     def special_ids(self) -> set[int]:
+        """Ids of the added tokens marked special."""
         return {t.id for t in self.added_tokens if t.special}
 
     def __repr__(self) -> str:

@@ -102,6 +102,7 @@ def hf_tokenizer_json(training: ByteLevelTraining) -> dict:
 
 
 def write_hf_json(training: ByteLevelTraining, path: str | os.PathLike) -> None:
+    """Write the training as a HuggingFace tokenizer.json."""
     _write_text(path, json.dumps(hf_tokenizer_json(training), ensure_ascii=False, indent=1))
 
 
