@@ -82,6 +82,12 @@ class ModelProto:
     trainer: dict[str, Any] = field(default_factory=dict)
     normalizer: dict[str, Any] = field(default_factory=dict)
     denormalizer: dict[str, Any] | None = None
+    offsets: array = field(default_factory=lambda: array("q"))  # file offset of each piece
+
+
+def piece_offset(model: ModelProto, index: int) -> int | None:
+    """The byte offset of piece `index` in the file, if the model was parsed from one."""
+    return model.offsets[index] if 0 <= index < len(model.offsets) else None
 
 
 def parse_model_proto(buf: bytes | memoryview, *, path: str | None = None) -> ModelProto:
@@ -111,6 +117,7 @@ def parse_model_proto(buf: bytes | memoryview, *, path: str | None = None) -> Mo
                 model.denormalizer = _defaults(NORMALIZER_FIELDS)
             _merge(model.denormalizer, f, NORMALIZER_FIELDS, "denormalizer NormalizerSpec", path)
     _decode_pieces(model, data, bodies, path)
+    model.offsets = bodies[0::3]
     return model
 
 
@@ -243,16 +250,18 @@ def check_pieces(model: ModelProto, algorithm: str, *, path: str | None = None) 
     _check_duplicates(model, algorithm, path)
     for i, piece in enumerate(model.pieces):
         if "\0" in piece and not (piece == "\0" and (byte_fallback or model.types[i] == UNUSED)):
-            raise FormatError(f"piece {i} {piece!r} contains a NUL character", path=path)
+            raise FormatError(f"piece {i} {piece!r:.60} contains a NUL character", path=path,
+                              offset=piece_offset(model, i))
         if len(piece) * 4 >= MAX_PIECE_BYTES and len(piece.encode("utf-8", "surrogateescape")) >= MAX_PIECE_BYTES:
-            raise FormatError(f"piece {i} is {MAX_PIECE_BYTES} bytes or longer", path=path)
+            raise FormatError(f"piece {i} is {MAX_PIECE_BYTES} bytes or longer", path=path,
+                              offset=piece_offset(model, i))
     unknown = indices_of(model.types, UNKNOWN)
     if not unknown and not byte_fallback:
         raise FormatError("the model has no UNKNOWN piece (sentencepiece requires one unless "
                           "byte_fallback is on)", path=path)
     if len(unknown) > 1:
         raise FormatError(f"piece {unknown[1]}: a second UNKNOWN piece (the first is "
-                          f"{unknown[0]})", path=path)
+                          f"{unknown[0]})", path=path, offset=piece_offset(model, unknown[1]))
     _check_byte_pieces(model, path)
     if algorithm == "unigram":
         _check_unigram(model, path)
@@ -268,8 +277,8 @@ def _check_duplicates(model: ModelProto, algorithm: str, path: str | None) -> No
             continue
         key = (piece, algorithm == "bpe" or kind in MODEL_PIECE_TYPES)
         if key in seen:
-            raise FormatError(f"piece {i} {piece!r} is already defined (as piece {seen[key]})",
-                              path=path)
+            raise FormatError(f"piece {i} {piece!r:.60} is already defined (as piece "
+                              f"{seen[key]})", path=path, offset=piece_offset(model, i))
         seen[key] = i
 
 
@@ -278,12 +287,12 @@ def _check_byte_pieces(model: ModelProto, path: str | None) -> None:
     for i in indices_of(model.types, BYTE):
         piece = model.pieces[i]
         if not model.trainer["byte_fallback"]:
-            raise FormatError(f"piece {i} {piece!r} is a BYTE piece, but byte_fallback is off",
-                              path=path)
+            raise FormatError(f"piece {i} {piece!r:.60} is a BYTE piece, but byte_fallback is "
+                              "off", path=path, offset=piece_offset(model, i))
         byte = piece_to_byte(piece)
         if byte is None:
-            raise FormatError(f"piece {i} {piece!r}: a BYTE piece must be spelled <0xNN>",
-                              path=path)
+            raise FormatError(f"piece {i} {piece!r:.60}: a BYTE piece must be spelled <0xNN>",
+                              path=path, offset=piece_offset(model, i))
         found.add(byte)
     if model.trainer["byte_fallback"] and len(found) != 256:
         missing = min(set(range(256)) - found)
@@ -297,7 +306,7 @@ def _check_unigram(model: ModelProto, path: str | None) -> None:
     for i, score in enumerate(model.scores):
         if not math.isfinite(score):
             raise FormatError(f"piece {i} has score {score} (a unigram model needs finite "
-                              "scores)", path=path)
+                              "scores)", path=path, offset=piece_offset(model, i))
     if not any(t in MODEL_PIECE_TYPES for t in model.types):
         raise FormatError("a unigram model needs at least one NORMAL, USER_DEFINED or UNUSED "
                           "piece", path=path)

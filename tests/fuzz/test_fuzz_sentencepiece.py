@@ -166,3 +166,25 @@ def test_seeds_load(tmp_path: Path, name: str) -> None:
     assert tok.vocab_size == len(seed(name)[0])
     ref = spm.SentencePieceProcessor(model_file=str(path))
     assert tok.encode("Hello world") == ref.encode("Hello world")
+
+
+# -- regressions ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda p: p.__setitem__(5, p[4]), "already defined"),
+    (lambda p: p.__setitem__(5, (b"a\0b", 0.0, None)), "NUL"),
+    (lambda p: p.__setitem__(5, (b"<0x41>", 0.0, 6)), "byte_fallback is off"),
+    (lambda p: p.__setitem__(5, (p[5][0], float("nan"), None)), "finite"),
+], ids=["duplicate", "nul", "byte-piece", "nan-score"])
+def test_load_check_errors_name_the_piece_offset(tmp_path: Path, edit, words: str) -> None:
+    """The checks sentencepiece makes at load time named the piece, not its byte offset."""
+    pieces, trainer, normalizer, deno = seed("botchan_en_unigram_1000.model")
+    pieces = list(pieces)
+    edit(pieces)
+    blob, _ = encode_model(pieces, trainer, normalizer, deno)
+    path = tmp_path / "tokenizer.model"
+    path.write_bytes(blob)
+    err = run_reader(lambda: load_tokenizer(path), [path], expect_error=True,
+                     memory_multiple=TOKENIZER_MEMORY_MULTIPLE)
+    at = sum(len(length_delimited(1, encode_piece(*p))) for p in pieces[:5])
+    assert words in err.message and err.offset == at
