@@ -241,6 +241,8 @@ class LatestRunner(QObject):
             self.busy_changed.emit(True)
 
     def _done(self, result: Any) -> None:
+        if not shiboken6.isValid(self):  # the owning view was closed while the job ran
+            return
         worker, tag, on_discard = self._running
         if self._pending is None and not worker.aborted:
             self._finish()
@@ -251,6 +253,8 @@ class LatestRunner(QObject):
         self._cancelled()
 
     def _failed(self, error: BaseException) -> None:
+        if not shiboken6.isValid(self):
+            return
         worker, tag, _ = self._running
         if worker.aborted:
             self._cancelled()
@@ -261,7 +265,7 @@ class LatestRunner(QObject):
             self._start_pending()
 
     def _progressed(self, fraction: float) -> None:
-        if self._pending is None:
+        if self._pending is None and shiboken6.isValid(self):
             self.progressed.emit(fraction)
 
     def _cancelled(self) -> None:
