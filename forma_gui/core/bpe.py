@@ -50,8 +50,6 @@ from typing import (Callable, Generic, Hashable, Iterable, Iterator, Mapping, Se
 from forma_gui.core.byte_map import BYTE_TO_UNICODE
 from forma_gui.core.patterns import ALIASES, PATTERNS, compile_pattern, resolve_name
 
-END_OF_WORD = "</w>"
-
 #: the example dictionary of Sennrich et al. (2016), section 3.2, trained with 10 merges
 PAPER_EXAMPLE: dict[str, int] = {
     "l o w </w>": 5, "l o w e r </w>": 2, "n e w e s t </w>": 6, "w i d e s t </w>": 3,

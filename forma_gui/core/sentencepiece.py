@@ -39,7 +39,6 @@ REPLACEMENT = "\ufffd".encode("utf-8")
 DEFAULT_UNK_SURFACE = " \u2047 "     # " ⁇ ", TrainerSpec.unk_surface's default
 UNK_PENALTY = 10.0                   # unigram_model.cc kUnkPenalty
 FLT_MAX = 3.4028234663852886e38
-FLT_MIN = 1.1754943508222875e-38     # max_score_ starts here (smallest positive float!)
 
 #: ModelProto.SentencePiece.Type -> the name Tokenizer.token_type uses
 PIECE_TYPES = {1: "normal", 2: "unknown", 3: "control", 4: "user-defined", 5: "unused",
