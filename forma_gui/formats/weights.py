@@ -119,11 +119,14 @@ class WeightFile:
         return f"WeightFile({self.path!r}, {self.format}, {len(self.tensors)} tensors)"
 
 
+#: Python type of a JSON value -> the type label shown for it
+JSON_TYPE_NAMES: dict[type, str] = {str: "STRING", bool: "BOOL", int: "INT", float: "FLOAT",
+                                    list: "ARRAY", dict: "OBJECT"}
+
+
 def _type_name(value: Any) -> str:
     """A type label for metadata that carries no stored type (safetensors, index JSON)."""
-    names = {str: "STRING", bool: "BOOL", int: "INT", float: "FLOAT", list: "ARRAY",
-             dict: "OBJECT"}
-    return names.get(type(value), type(value).__name__)
+    return JSON_TYPE_NAMES.get(type(value), type(value).__name__)
 
 
 # -- element conversions ------------------------------------------------------------------
@@ -177,10 +180,8 @@ ELEMENT_TO_F32: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 def _dequantize_blocks(raw: np.ndarray, dtype: str) -> np.ndarray:
-    try:
-        from forma_gui.core import quant
-    except ImportError as e:  # pragma: no cover - quant is being written alongside
-        raise NotImplementedError(f"dequantizing {dtype} needs forma_gui.core.quant") from e
+    from forma_gui.core import quant  # numpy kernels and tables, loaded on first use
+
     try:
         return quant.dequantize(raw, dtype)
     except (KeyError, NotImplementedError) as e:
