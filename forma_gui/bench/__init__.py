@@ -41,9 +41,11 @@ class BenchResult:
         return self.ratio >= self.target
 
 
-def median_time(fn: Callable[[], object], *, repeat: int = 5) -> float:
-    """Median wall time of `fn()` in seconds over `repeat` runs (after one warm-up)."""
-    fn()
+def median_time(fn: Callable[[], object], *, repeat: int = 5, warmup: bool = True) -> float:
+    """Median wall time of `fn()` in seconds over `repeat` runs (after one warm-up, unless
+    warmup=False: --quick runs of slow peers)."""
+    if warmup:
+        fn()
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()

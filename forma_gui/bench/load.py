@@ -87,20 +87,21 @@ def write_gemma_like(path: Path, n_vocab: int = BIG_VOCAB) -> Path:
     return path
 
 
-def hf_json_results(repeat: int) -> list[BenchResult]:
+def hf_json_results(quick: bool) -> list[BenchResult]:
     """load_tokenizer on Qwen3's tokenizer.json against tokenizers.Tokenizer.from_file."""
     from forma_gui.formats.loader import load_tokenizer
 
     path = data_path("hf", "qwen3", "tokenizer.json")
     if not path.exists():
         return []
-    ours = median_time(lambda: load_tokenizer(path), repeat=repeat)
+    repeat = 1 if quick else 5
+    ours = median_time(lambda: load_tokenizer(path), repeat=repeat, warmup=not quick)
     try:
         from tokenizers import Tokenizer
     except ImportError:
         peer = None
     else:
-        peer = median_time(lambda: Tokenizer.from_file(str(path)), repeat=repeat)
+        peer = median_time(lambda: Tokenizer.from_file(str(path)), repeat=repeat, warmup=not quick)
     return [BenchResult("load tokenizer.json (Qwen3, 151k)", ours * 1e3, peer and peer * 1e3,
                         "tokenizers.Tokenizer.from_file", "ms", higher_is_better=False, target=1.0,
                         note="ours: a usable tokenizer (merge tables built on first encode)")]
@@ -111,13 +112,14 @@ def gguf_results(path: Path, label: str, quick: bool) -> list[BenchResult]:
     from forma_gui.bench.open_gguf import open_ours, open_peer, peak_rss_mb, peer_installed
     from forma_gui.formats.loader import load_tokenizer
 
-    load = median_time(lambda: load_tokenizer(path), repeat=2 if quick else 5)
-    first = median_time(lambda: load_tokenizer(path).encode("Hello world"), repeat=1 if quick else 3)
+    load = median_time(lambda: load_tokenizer(path), repeat=1 if quick else 5)
+    first = median_time(lambda: load_tokenizer(path).encode("Hello world"), repeat=1 if quick else 3,
+                        warmup=not quick)
     out = [BenchResult(f"load_tokenizer, {label}", load * 1e3, LOAD_TARGET_MS, "target 0.5 s", "ms",
                        higher_is_better=False, target=1.0,
                        note=f"load + first encode (builds the merge table): {first * 1e3:.0f} ms")]
     ours = median_time(lambda: open_ours(path), repeat=3 if quick else 7)
-    peer = median_time(lambda: open_peer(path), repeat=1) if peer_installed() else None
+    peer = median_time(lambda: open_peer(path), repeat=1, warmup=not quick) if peer_installed() else None
     out.append(BenchResult(f"open GGUF + list tensors, {label}", ours * 1e3, peer and peer * 1e3,
                            "gguf.GGUFReader", "ms", higher_is_better=False, target=OPEN_TARGET,
                            note="236 tensors; both parse every metadata value"))
@@ -133,7 +135,7 @@ def gguf_results(path: Path, label: str, quick: bool) -> list[BenchResult]:
 
 
 def run(quick: bool = False) -> list[BenchResult]:
-    results = hf_json_results(1 if quick else 5)
+    results = hf_json_results(quick)
     import importlib.util
 
     if importlib.util.find_spec("gguf") is None:  # gguf-py writes the synthetic file

@@ -82,7 +82,7 @@ def run(quick: bool = False) -> list[BenchResult]:
         if not path.exists():
             continue
         ours = median_time(lambda: open_ours(path), repeat=3 if quick else 7)
-        theirs = median_time(lambda: open_peer(path), repeat=1 if quick else 3) if peer else None
+        theirs = median_time(lambda: open_peer(path), repeat=1 if quick else 3, warmup=not quick) if peer else None
         results.append(BenchResult(
             name=f"open GGUF + list tensors, {label}", ours=ours * 1000,
             peer=None if theirs is None else theirs * 1000, peer_name="gguf.GGUFReader",

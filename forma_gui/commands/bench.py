@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    results, failures = [], []
+    results, owners, failures = [], [], []
     for name in args.only or BENCHMARKS:
         try:
             module = importlib.import_module(f"forma_gui.bench.{name}")
@@ -35,7 +35,13 @@ def run(args: argparse.Namespace) -> int:
             continue
         t0 = time.perf_counter()
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        results.extend(module.run(args.quick))
+        try:
+            found = module.run(args.quick)
+        except Exception as e:  # noqa: BLE001 - one broken benchmark must not hide the others
+            failures.append(f"{name}: failed ({type(e).__name__}: {e})")
+            continue
+        results.extend(found)
+        owners.extend([name] * len(found))
         print(f"  {name} took {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     print(machine_line())
     print(format_table(results))
@@ -44,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"machine": machine_line(), "quick": args.quick,
-                       "results": [dict(dataclasses.asdict(r), ratio=r.ratio, met=r.met)
-                                   for r in results]}, f, indent=2)
+                       "results": [dict(dataclasses.asdict(r), benchmark=owner, ratio=r.ratio, met=r.met)
+                                   for owner, r in zip(owners, results)]}, f, indent=2)
     return 1 if failures else 0
 
 
