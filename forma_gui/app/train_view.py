@@ -693,9 +693,16 @@ class TrainView(QWidget):
 
     # ---- results -----------------------------------------------------------------------------
     def use_tokenizer(self) -> None:
-        """Load the byte-level result into the other views (the Tokenize view)."""
+        """Load the byte-level result into the other views (the Tokenize view).
+
+        Like opening a tokenizer-only file, this closes the open model: its path and its
+        embedding rows belong to its own ids, not to the trained ones.
+        """
         if isinstance(self.trace, ByteTrace):
             tokenizer = self.trace.tokenizer()
+            self.session.path = None
+            if self.session.weights is not None:
+                self.session.set_weights(None)
             self.session.set_tokenizer(tokenizer)
             self.session.status_posted.emit(f"using {tokenizer.name}")
 

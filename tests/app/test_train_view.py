@@ -154,3 +154,25 @@ def test_load_text_file_switches_to_bytes(qtbot, view, tmp_path):
     view.session.error_raised.connect(lambda title, msg: errors.append(msg))
     assert not view.load_text_file(tmp_path / "missing.txt")
     assert errors and "missing.txt" in errors[0]
+
+
+class _Weights:
+    """Stands in for an open model file: only close() is called on it."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_use_this_tokenizer_lets_go_of_the_open_model(qtbot, view, session, botchan):
+    """The trained ids are not the open model's: its weights (embedding rows) and its path
+    must not stay beside them, as when a tokenizer-only file is opened."""
+    weights = _Weights()
+    session.set_tokenizer(object(), "/models/some.gguf")
+    session.set_weights(weights)
+    train_bytes(qtbot, view, botchan[:5000], 20)
+    view.use_tokenizer()
+    assert session.tokenizer.name.startswith("trained")
+    assert session.weights is None and weights.closed
+    assert session.path is None
