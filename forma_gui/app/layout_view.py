@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (QFormLayout, QFrame, QGridLayout, QHBoxLayout, QL
 from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import (JobProgress, TensorPicker, TensorSource,
                                           demo_source, dequantize_blocks, dequantize_range,
-                                          ensure_selection, export_button, fmt_bytes, scaled,
-                                          source_from_weights)
+                                          ensure_selection, export_button, fmt_bytes, has_tensors,
+                                          scaled, source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core.tensor import Layout
 
@@ -776,10 +776,10 @@ class LayoutView(QWidget):
         labels = [f"{t.dtype} {tuple(t.shape)}" for t in weights.tensors] if names else None
         self.picker.set_names(names, labels)
         self.set_source(None)
-        if weights is None:
+        if not has_tensors(weights):
             self.picker.set_names(["demo"])
             self.picker.set_current("demo")
-            self.set_source(demo_source("Q4_0"))   # a new user sees a tensor at once
+            self.set_source(demo_source("Q4_0", weights))   # a new user sees a tensor at once
         elif self.session.tensor in names:
             self.show_tensor(self.session.tensor)
         else:
@@ -789,7 +789,7 @@ class LayoutView(QWidget):
     def show_tensor(self, name: str) -> None:
         """Show tensor `name` of the open weight file (also called on `tensor_selected`)."""
         weights = self.session.weights
-        if weights is None or not name:
+        if not has_tensors(weights) or not name:
             return
         try:
             source = source_from_weights(weights, name)

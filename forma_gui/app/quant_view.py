@@ -26,8 +26,8 @@ from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import (CopyableTableView, EnvelopeCurve, JobProgress,
                                           TensorPicker,
                                           TensorSource, demo_source, dequantize_range,
-                                          ensure_selection, export_button, fmt_float, scaled,
-                                          source_from_weights)
+                                          ensure_selection, export_button, fmt_float, has_tensors,
+                                          scaled, source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core import quant
 from forma_gui.core.ggml_types import GGML_TYPES, bits_per_weight
@@ -918,10 +918,10 @@ class QuantView(QWidget):
     # -- session
     def _weights_changed(self, weights: Any) -> None:
         self.set_source(None)
-        if weights is None:
+        if not has_tensors(weights):
             self.picker.set_names(["demo"])
             self.picker.set_current("demo")
-            self.set_source(demo_source("Q4_0"))
+            self.set_source(demo_source("Q4_0", weights))
             return
         tensors = list(weights.tensors)
         self.picker.set_names([t.name for t in tensors],
@@ -932,7 +932,7 @@ class QuantView(QWidget):
             ensure_selection(self.session)   # every tensor view follows through tensor_selected
 
     def _picked(self, name: str) -> None:
-        if self.session.weights is None:
+        if not has_tensors(self.session.weights):
             return
         self.session.select_tensor(name)
         self.show_tensor(name)     # also when the session already had it selected
@@ -940,7 +940,7 @@ class QuantView(QWidget):
     def show_tensor(self, name: str) -> None:
         """Show tensor `name` of the open weight file."""
         weights = self.session.weights
-        if weights is None or not name:
+        if not has_tensors(weights) or not name:
             return
         if self.source is not None and self.source.name == name and self._weights is weights:
             return                      # already shown (e.g. selected again from another view)

@@ -11,6 +11,7 @@ costs at most one chunk and the GUI thread only ever receives finished results.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Generator, Iterator
 
@@ -165,13 +166,22 @@ def demo_matrix(rows: int = 64, cols: int = 256, seed: int = 20240) -> np.ndarra
     return x.astype(np.float32)
 
 
-def demo_source(dtype: str = "Q4_0") -> TensorSource:
-    """The demo matrix quantized on the fly by the core library."""
+def demo_source(dtype: str = "Q4_0", weights: Any = None) -> TensorSource:
+    """The demo matrix quantized on the fly by the core library; `weights` is the open file
+    when it holds no tensors (a vocabulary-only GGUF), named in the note."""
     x = demo_matrix()
     raw = np.asarray(quant.quantize(x, dtype)).reshape(x.shape[0], -1)
+    why = (f"{os.path.basename(getattr(weights, 'path', '')) or 'the open file'} holds no "
+           "tensors (vocabulary only)" if weights is not None else "no weight file open")
     return TensorSource("demo", x.shape, dtype, raw, None,
-                        note=f"no weight file open: a demo {x.shape[0]}×{x.shape[1]} float32 "
+                        note=f"{why}: a demo {x.shape[0]}×{x.shape[1]} float32 "
                              f"matrix quantized to {dtype} on the fly")
+
+
+def has_tensors(weights: Any) -> bool:
+    """True when `weights` is an open file with at least one tensor (a vocabulary-only GGUF
+    has none: the tensor views then show the demo, as with no file at all)."""
+    return weights is not None and len(weights.tensors) > 0
 
 
 def dequantize_blocks(blocks: np.ndarray, dtype: str) -> np.ndarray:

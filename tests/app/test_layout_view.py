@@ -14,6 +14,7 @@ import forma_gui
 from forma_gui.app.layout_view import LayoutView, parse_axes, parse_index
 from forma_gui.app.state import Session
 from tests.app._smol import gguf_dequantized, smol_path as _smol_path
+from tests.conftest import data_file
 
 Q4_1_TENSOR = "blk.0.ffn_down.weight"      # (576, 1536) Q4_1
 F32_TENSOR = "blk.0.attn_norm.weight"      # (576,) F32
@@ -286,3 +287,16 @@ def test_empty_slice(qtbot, view):
     select(qtbot, view, Q4_1_TENSOR)
     view.apply_slice("5:5")
     assert shown(view, "shape") == "(0, 1536)" and "empty" in view.slice_label.text()
+
+
+def test_a_vocabulary_only_gguf_shows_the_demo_and_says_why(qtbot):
+    session = Session()
+    weights = forma_gui.open_weights(data_file("gguf-vocab", "ggml-vocab-llama-spm.gguf"))
+    session.set_weights(weights)
+    view = LayoutView(session)
+    qtbot.addWidget(view, before_close_func=lambda w: stop(qtbot, w))
+    assert view.source is not None and view.source.name == "demo"
+    assert "ggml-vocab-llama-spm.gguf holds no tensors" in view.header.text()
+    assert "pick one" not in view.header.text()
+    session.set_weights(None)
+    weights.close()

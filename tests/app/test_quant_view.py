@@ -13,6 +13,7 @@ from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import demo_matrix
 from forma_gui.core import quant
 from tests.app._smol import gguf_dequantized, gguf_tensor, smol_path as _smol_path
+from tests.conftest import data_file
 
 TENSOR = "blk.0.ffn_down.weight"      # (576, 1536) Q4_1: 48 blocks per row
 
@@ -304,3 +305,18 @@ def test_models_pass_qt_model_tester(qtbot, qtmodeltester, view):
     with qtbot.waitSignal(view.requant.runner.finished, timeout=30000):
         view.requant.run()
     qtmodeltester.check(view.requant.model)
+
+
+def test_a_vocabulary_only_gguf_shows_the_demo_and_says_why(qtbot):
+    """A GGUF with no tensors is a weight file, but there is nothing to plot: the view works
+    on the demo, as with no file, and names the file instead of asking to open one."""
+    session = Session()
+    weights = forma_gui.open_weights(data_file("gguf-vocab", "ggml-vocab-llama-spm.gguf"))
+    session.set_weights(weights)
+    view = QuantView(session)
+    qtbot.addWidget(view, before_close_func=lambda w: stop(qtbot, w))
+    qtbot.waitUntil(lambda: view.result is not None, timeout=10000)
+    assert view.source.name == "demo" and "d" in view.curves
+    assert "ggml-vocab-llama-spm.gguf holds no tensors" in view.header.text()
+    session.set_weights(None)
+    weights.close()
