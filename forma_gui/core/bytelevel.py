@@ -49,7 +49,8 @@ import regex
 
 from forma_gui.core import patterns as pats
 from forma_gui.core.bpe_encoder import (
-    NO_RANK, bpe_steps, merge_pairs, merge_ranked, ranked_pair_rank,
+    BATCH_PIECE, NO_RANK, PairTable, bpe_steps, merge_batch, merge_pairs, merge_ranked, pair_table,
+    ranked_pair_rank, ranked_pairs,
 )
 from forma_gui.core.byte_map import (
     BYTE_TO_UNICODE, bytes_to_pieces, bytes_to_unicode_str, pieces_to_bytes,
@@ -148,6 +149,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._piece_ids = None
         self._ranks = ranks
         self._merges = None
+        self._shift = max(size, 2).bit_length()
         self._ignore_merges = True  # tiktoken looks the whole pre-token up first
         self._fuse_unk = False
         self._setup_common(pattern, None, False)
@@ -211,6 +213,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._segment_cache: dict[bytes, tuple[int, ...]] = {}
         self._pairs: bytes | None = None
         self._triples = None
+        self._batch: tuple | None = None
         if self._ranks is not None:
             self._encoder_map = self._ranks
             self._model_bytes = self._bytes
@@ -386,14 +389,13 @@ class ByteLevelBPETokenizer(Tokenizer):
             ids = list(map(cache.__getitem__, pieces))
         except KeyError:  # the pre-token cache overflowed meanwhile
             ids = list(map(self.encode_pretoken, pieces))
-        piece_count = dict(zip(accumulate(map(len, pieces)), count(1)))
+        # id offset at the end of each pre-token, keyed by its character offset
+        id_end = dict(zip(accumulate(map(len, pieces)), accumulate(map(len, ids))))
         try:
-            stops = list(map(piece_count.__getitem__, accumulate(map(len, order))))
+            stops = [0, *map(id_end.__getitem__, accumulate(map(len, order)))]
         except KeyError:  # a pre-token crossed a seam: the pattern is not space-safe after all
             raise RuntimeError(f"pattern {self._patterns[0].pattern!r} is not space-safe") from None
-        chunks = self._chunk_cache
-        for chunk, start, stop in zip(order, [0, *stops], stops):
-            chunks[chunk] = tuple(chain.from_iterable(ids[start:stop]))
+        self._chunk_cache.update(zip(order, _runs(list(chain.from_iterable(ids)), stops)))
 
     def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
         get = self._piece_cache.get
@@ -466,17 +468,56 @@ class ByteLevelBPETokenizer(Tokenizer):
             datas = [d for d, t in zip(datas, whole) if t is None]
         parts, bounds = _cut_all(datas, self._triple_table())
         part_ids = self._part_ids(parts)
-        for piece, start, stop in zip(pieces, bounds, bounds[1:]):
-            cache[piece] = tuple(chain.from_iterable(part_ids[start:stop]))
+        # the pieces' ids are runs of one flat list: slice it with C-level maps, no Python loop
+        flat = list(chain.from_iterable(part_ids))
+        ends = [0, *accumulate(map(len, part_ids))]
+        cache.update(zip(pieces, _runs(flat, list(map(ends.__getitem__, bounds)))))
 
     def _part_ids(self, parts: list[bytes]) -> list[tuple[int, ...]]:
         """The ids of each part, merging each distinct part once (cached)."""
         known = self._segment_cache
         if len(known) + len(parts) > CACHE_LIMIT:
             known.clear()
-        for part in set(parts).difference(known):
-            known[part] = tuple(self._merge(part))
+        new = list(set(parts).difference(known))
+        if len(new) >= BATCH and self._batch_table() is not None:
+            known.update(zip(new, self._merge_many(new)))
+        else:
+            for part in new:
+                known[part] = tuple(self._merge(part))
         return list(map(known.__getitem__, parts))
+
+    def _merge_many(self, datas: list[bytes]) -> list[tuple[int, ...]]:
+        """`_merge` of each byte string, the short ones together with `merge_batch` (numpy)."""
+        import numpy as np
+
+        table, byte_ids, byte_pairs = self._batch_table()
+        lengths = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
+        short = (lengths > 0) & (lengths <= BATCH_PIECE)
+        batch = [d for d, ok in zip(datas, short.tolist()) if ok]
+        data = np.frombuffer(b"".join(batch), dtype=np.uint8)                 # (bytes,)
+        pairs = np.empty(len(data), dtype=np.int64)
+        pairs[:-1] = byte_pairs[data[:-1].astype(np.int64) << 8 | data[1:]]
+        ids, counts = merge_batch(byte_ids[data], lengths[short], table, self._shift, pairs)
+        merged = iter(_runs(ids.tolist(), [0, *accumulate(counts.tolist())]))
+        return [next(merged) if ok else tuple(self._merge(d)) for d, ok in zip(datas, short.tolist())]
+
+    def _batch_table(self) -> tuple | None:
+        """(PairTable of the merges, byte -> unit id, byte pair -> packed merge) for merge_batch;
+        None if some byte has no id (built on first use)."""
+        if self._batch is None:
+            import numpy as np
+
+            if self._pair_table() is None:
+                self._batch = ()
+                return None
+            if self._ranks is not None:
+                table = PairTable(*ranked_pairs(self._model_bytes, self._ranks, self._shift))
+                byte_ids = np.array([self._ranks[bytes([b])] for b in range(256)], dtype=np.int64)
+            else:
+                table, byte_ids = pair_table(self._merges), np.array(self._byte_ids, dtype=np.int64)
+            byte_pairs = table.get(((byte_ids << self._shift)[:, None] | byte_ids[None, :]).ravel())  # (65536,)
+            self._batch = (table, byte_ids, byte_pairs)
+        return self._batch or None
 
     def _triple_table(self):
         """(2-byte tokens, inner byte triples as a bitset) for the finer batch cuts (numpy, on first use)."""
@@ -672,7 +713,16 @@ def _cut_all(datas: list[bytes], triples) -> tuple[list[bytes], list[int]]:
     positions = np.flatnonzero(cut)
     bounds = np.searchsorted(positions, np.concatenate(([0], ends))).tolist()
     offsets = positions.tolist()
-    return [joined[a:b] for a, b in zip(offsets, offsets[1:])], bounds
+    return list(map(joined.__getitem__, map(slice, offsets, offsets[1:]))), bounds
+
+
+def _runs(flat: list[int], bounds: list[int]) -> list[tuple[int, ...]]:
+    """tuple(flat[bounds[k]:bounds[k + 1]]) for every k, at C speed.
+
+    >>> _runs([1, 2, 3, 4], [0, 1, 1, 4])
+    [(1,), (), (2, 3, 4)]
+    """
+    return list(map(tuple, map(flat.__getitem__, map(slice, bounds, bounds[1:]))))
 
 
 def _in_bitset(bits, codes):

@@ -101,3 +101,67 @@ def test_real_ranks_fast_equals_reference(r50k, data):
     expected = bpe.bpe_reference(data, bpe.ranked_pair_rank(r50k))
     assert bpe.merge_ranked(data, r50k) == expected
     assert bpe.merge_ranked_long(data, r50k) == expected
+
+
+# ---- merge_batch: many pieces at once ------------------------------------------------------
+
+def _batch(texts: list[bytes], unit_ids: list[int], table, shift: int) -> list[list[int]]:
+    """merge_batch on the non-empty texts, split back into one id list per text."""
+    import numpy as np
+
+    texts = [t for t in texts if t]
+    units = np.array(unit_ids, dtype=np.int64)[np.frombuffer(b"".join(texts), dtype=np.uint8)]
+    ids, counts = bpe.merge_batch(units, [len(t) for t in texts], table, shift)
+    flat, out, at = ids.tolist(), [], 0
+    for count in counts.tolist():
+        out.append(flat[at:at + count])
+        at += count
+    return out
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(_merge_lists(), st.lists(_SMALL, max_size=8))
+def test_merge_batch_equals_merge_pairs(merges, texts):
+    pair_rank, ids, table, shift = _listed(merges)
+    expected = [bpe.merge_pairs(list(t), table, shift) for t in texts if t]
+    assert _batch(texts, list(range(256)), bpe.pair_table(table), shift) == expected
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.lists(st.sampled_from([b"a", b"b", b"c"]), min_size=2, max_size=8).map(b"".join), st.data())
+def test_merge_batch_with_arbitrary_ranks_equals_reference(first, data):
+    # Rank tables in any order: a token may rank below its own parts (real tiktoken files
+    # have many such), which a round of merge_batch must not trip over.
+    tokens = data.draw(st.lists(st.lists(st.sampled_from(b"abc"), min_size=2, max_size=5).map(bytes),
+                                max_size=20, unique=True))
+    ranks = dict.fromkeys(data.draw(st.permutations([b"a", b"b", b"c", *tokens])))
+    ranks = {token: rank for rank, token in enumerate(ranks)}
+    shift = max(len(ranks), 2).bit_length()
+    texts = data.draw(st.lists(_SMALL, max_size=6)) + [first]
+    units = [ranks.get(bytes([b]), 0) for b in range(256)]
+    table = bpe.PairTable(*bpe.ranked_pairs(list(ranks), ranks, shift))
+    expected = [[ranks[s] for s in bpe.bpe_reference(t, bpe.ranked_pair_rank(ranks))] for t in texts if t]
+    assert _batch(texts, units, table, shift) == expected
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.dictionaries(st.integers(0, 1 << 40), st.integers(0, 1 << 40), max_size=200),
+       st.lists(st.integers(0, 1 << 40), max_size=50))
+def test_pair_table_lookup_equals_dict(mapping, others):
+    import numpy as np
+
+    table = bpe.PairTable(np.array(list(mapping), dtype=np.int64), np.array(list(mapping.values()), dtype=np.int64))
+    queries = [*mapping, *others]
+    found = table.get(np.array(queries, dtype=np.int64)).tolist()
+    assert found == [mapping.get(q, bpe.BATCH_NO) for q in queries]
+
+
+def test_merge_batch_on_real_ranks_equals_merge_ranked(r50k):
+    import numpy as np
+
+    pieces = [b"hello", b" world", b"eeeeeeee", b"\xe4\xb8\xad\xe6\x96\x87", b" tokenization", b"x", b"  ", b"?!?!"]
+    shift = max(len(r50k), 2).bit_length()
+    table = bpe.PairTable(*bpe.ranked_pairs(list(r50k), r50k, shift))
+    units = [r50k[bytes([b])] for b in range(256)]
+    expected = [[r50k[s] for s in bpe.merge_ranked(p, r50k)] for p in pieces]
+    assert _batch(pieces, units, table, shift) == expected
