@@ -573,6 +573,11 @@ class PlannerPanel(QGroupBox):
             self._set_plan(None)
             return
         params = {t.name: t.n_elements for t in weights.tensors}
+        if not params:
+            self.needs.setText("—")
+            self.choice.setText("This file holds no tensors: nothing to plan.")
+            self._set_plan(None)
+            return
         totals = memory.totals_by_type(params)
         n = sum(params.values())
         needs = " · ".join(f"{label} ({memory.DISPLAY_TYPES[label]}): <b>{fmt_bytes(v)}</b>"
@@ -583,7 +588,7 @@ class PlannerPanel(QGroupBox):
     def update_plan(self) -> None:
         from forma_gui.core import memory
 
-        if self.weights is None:
+        if self.weights is None or not len(self.weights.tensors):
             return
         text = self.budget.text().strip()
         if not text:
@@ -768,10 +773,13 @@ class ModelView(QWidget):
         size = sum(t.nbytes for t in tensors)
         arch = weights.metadata.get("general.architecture", "")
         name = weights.metadata.get("general.name", "")
-        bits = f"{8 * size / n:.2f} bits/weight on average" if n else ""
         head = " · ".join(display_string(str(x)) for x in (name, arch) if x)
+        if not tensors:
+            return (f"<b>{head or path}</b> — {path}<br>no tensors: a vocabulary-only file "
+                    "(its metadata is below)")
+        bits = f" · {8 * size / n:.2f} bits/weight on average" if n else ""
         return (f"<b>{head or path}</b> — {path}<br>{len(tensors)} tensors · {n:,} parameters"
-                f" · {fmt_bytes(size)} of tensor data · {bits}")
+                f" · {fmt_bytes(size)} of tensor data{bits}")
 
     def set_filter(self, text: str) -> None:
         self.table_proxy.setFilterFixedString(text)

@@ -12,6 +12,7 @@ from forma_gui.app.model_view import (FETCH_CHUNK, ModelView, block_group, displ
                                       parse_budget)
 from forma_gui.app.state import Session
 from tests.app._smol import smol_path as _smol_path, smol_reader
+from tests.conftest import data_file
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +212,20 @@ def test_models_pass_qt_model_tester(qtmodeltester, view):
     for model in (view.table_model, view.tree_model, view.totals_model,
                   view.planner.parts_model, view.tensorTable.model(), view.tensorTree.model()):
         qtmodeltester.check(model)
+
+
+def test_a_vocabulary_only_gguf_says_so(qtbot):
+    """No tensors: the summary and the planner say why they are empty (no dangling
+    separator, no plan of zero parameters), and the metadata is still shown."""
+    session = Session()
+    weights = forma_gui.open_weights(data_file("gguf-vocab", "ggml-vocab-llama-spm.gguf"))
+    session.set_weights(weights)
+    view = ModelView(session)
+    qtbot.addWidget(view)
+    assert "no tensors" in view.summary.text() and not view.summary.text().endswith("· ")
+    assert view.metadata_model.rowCount() > 0
+    view.planner.budget.setText("1 GiB")
+    assert "no tensors" in view.planner.choice.text()
+    assert view.planner.plan is None
+    session.set_weights(None)
+    weights.close()
