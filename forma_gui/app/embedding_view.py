@@ -78,7 +78,9 @@ class EmbeddingPanel(QWidget):
         self.scale_plot.setObjectName("embeddingScales")
         self.scale_plot.setBackground("w")
         self.scale_plot.setLabel("bottom", "dimension (one bar per block)")
-        self.scale_plot.setLabel("left", "scale d")
+        self.scale_plot.setLabel("left", "d")
+        # no "(x0.001)" SI suffix: in a plot this short the rotated label would be clipped
+        self.scale_plot.getAxis("left").enableAutoSIPrefix(False)
         self.scale_plot.setMaximumHeight(150)
         self.scale_plot.setXLink(self.plot)      # a bar sits under the values its block holds
         for plot in (self.plot, self.scale_plot):
@@ -90,9 +92,11 @@ class EmbeddingPanel(QWidget):
         self.blocks_label.setObjectName("embeddingBlocks")
         self.blocks_label.setWordWrap(True)
         self.blocks_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.exports = [export_button(self.plot, "Export row…"),
+                        export_button(self.scale_plot, "Export scales…")]
         buttons = QHBoxLayout()
-        buttons.addWidget(export_button(self.plot, "Export row…"))
-        buttons.addWidget(export_button(self.scale_plot, "Export scales…"))
+        for button in self.exports:
+            buttons.addWidget(button)
         buttons.addStretch(1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -131,6 +135,8 @@ class EmbeddingPanel(QWidget):
         self._draw_boundaries(1, 0)
         self.scale_bars.setOpts(x=[], height=[])
         self.blocks_label.clear()
+        for widget in (self.plot, self.scale_plot, *self.exports):
+            widget.setVisible(self.source is not None)   # no empty axes with nothing to plot
         if self.session.weights is None:
             self.title.setText("Open a weight file to see a token's embedding row.")
         elif self.source is None:

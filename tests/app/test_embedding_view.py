@@ -8,6 +8,7 @@ import forma_gui
 from forma_gui.app.embedding_view import EmbeddingPanel
 from forma_gui.app.state import Session
 from tests.app._smol import gguf_tensor, smol_path as _smol_path
+from tests.conftest import data_file
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +96,17 @@ def test_safetensors_embed_tokens_in_f16(qtbot, tmp_path):
     assert np.array_equal(panel.row.values, expected[17]) and panel.row.scales == {}
     t = session.weights.tensor("model.embed_tokens.weight")
     assert panel.row.byte_range == (t.offset + 17 * 48, t.offset + 18 * 48)
+
+
+def test_plots_are_hidden_while_there_is_no_embedding_to_plot(qtbot, smol_path):
+    session = Session()
+    vocab_only = forma_gui.open_weights(data_file("gguf-vocab", "ggml-vocab-llama-spm.gguf"))
+    session.set_weights(vocab_only)
+    panel = EmbeddingPanel(session)
+    qtbot.addWidget(panel)
+    assert "no token-embedding tensor" in panel.title.text()
+    assert panel.plot.isHidden() and panel.scale_plot.isHidden()
+    session.set_weights(forma_gui.open_weights(smol_path))
+    assert not panel.plot.isHidden() and not panel.scale_plot.isHidden()
+    session.set_weights(None)
+    assert panel.plot.isHidden()
