@@ -359,7 +359,18 @@ class VocabView(QWidget):
             self.status.setText(f"{tok.vocab_size:,} tokens")
         else:
             what = {"hex": "bytes", "id": "id", "number": "id or text"}.get(query.kind if query else "", "piece or text")
-            self.status.setText(f"{len(self.model.rows):,} matches ({what}) of {tok.vocab_size:,}")
+            n = len(self.model.rows)
+            self.status.setText(f"{n:,} {'match' if n == 1 else 'matches'} ({what}) of "
+                                f"{tok.vocab_size:,}")
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Centre the current row again: scrolled while hidden (a token picked in another
+        tab), the table had no height yet, and the row ended up at its bottom edge."""
+        super().showEvent(event)
+        current = self.table.currentIndex()
+        if current.isValid():
+            QTimer.singleShot(0, lambda: self.table.scrollTo(
+                self.table.currentIndex(), QTableView.ScrollHint.PositionAtCenter))
 
     # ---- selection sync ---------------------------------------------------------------------
     def _on_current_changed(self, current: QModelIndex, _previous) -> None:

@@ -130,7 +130,7 @@ def test_view_search_modes(qtbot, view):
     _search(qtbot, view, "world")
     ids = {view.model.token_id(r) for r in range(view.model.rowCount())}
     assert ids == _reference(tok, "world")
-    assert "matches" in view.status.text()
+    assert "match" in view.status.text()
     _search(qtbot, view, "")
     assert view.model.rowCount() == tok.vocab_size
 
@@ -166,3 +166,26 @@ def test_click_on_row_selects_token(qtbot, view):
     with qtbot.waitSignal(view.session.token_selected) as blocker:
         qtbot.mouseClick(view.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
     assert blocker.args == [2]
+
+
+def test_status_counts_one_match_in_the_singular(qtbot, view):
+    _search(qtbot, view, "#260")
+    assert view.status.text().startswith("1 match (")
+
+
+def test_a_token_picked_before_the_view_is_shown_is_centred(qtbot):
+    """Picked in another tab before this one was first shown, the row used to sit on the
+    table's bottom edge."""
+    session = Session()
+    session.set_tokenizer(StubTokenizer(), "stub")
+    session.select_token(200)
+    view = VocabView(session)
+    qtbot.addWidget(view)
+    qtbot.waitUntil(lambda: view.index is not None, timeout=10_000)
+    view.resize(900, 600)
+    view.show()
+
+    def centred():
+        rect = view.table.visualRect(view.table.currentIndex())
+        return abs(rect.center().y() - view.table.viewport().height() / 2) < rect.height() * 2
+    qtbot.waitUntil(centred, timeout=2000)
