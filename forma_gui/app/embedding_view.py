@@ -79,12 +79,12 @@ class EmbeddingPanel(QWidget):
         self.scale_plot.setBackground("w")
         self.scale_plot.setLabel("bottom", "dimension (one bar per block)")
         self.scale_plot.setLabel("left", "d")
-        # no "(x0.001)" SI suffix: in a plot this short the rotated label would be clipped
-        self.scale_plot.getAxis("left").enableAutoSIPrefix(False)
         self.scale_plot.setMaximumHeight(150)
         self.scale_plot.setXLink(self.plot)      # a bar sits under the values its block holds
         for plot in (self.plot, self.scale_plot):
             plot.getAxis("left").setWidth(52)    # equal axes keep the two x ranges aligned
+            # no "(x0.001)" SI suffix: in plots this short the rotated label was clipped
+            plot.getAxis("left").enableAutoSIPrefix(False)
         self.scale_bars = pg.BarGraphItem(x=[], height=[], width=1, brush="#f6c177")
         self.scale_plot.addItem(self.scale_bars)
         self.boundaries: list[pg.InfiniteLine] = []
