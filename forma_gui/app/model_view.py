@@ -554,7 +554,9 @@ class PlannerPanel(QGroupBox):
         self.parts_table = CopyableTableView()
         self.parts_table.setObjectName("plannerParts")
         self.parts_table.setModel(self.parts_model)
-        self.parts_table.horizontalHeader().setStretchLastSection(True)
+        header = self.parts_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # names fill the width
         self.parts_table.setMinimumHeight(120)
         self.parts_table.hide()
         form = QFormLayout(self)
@@ -609,8 +611,6 @@ class PlannerPanel(QGroupBox):
         self.plan = plan
         self.parts_model.set_plan(plan)
         self.parts_table.setVisible(plan is not None)
-        if plan is not None:
-            self.parts_table.resizeColumnsToContents()
 
 
 def plan_html(plan: Any) -> str:
