@@ -40,7 +40,9 @@ files) become `unk_id` if one is given and are dropped otherwise, as HF tokenize
 """
 from __future__ import annotations
 
+import gc
 import unicodedata
+from contextlib import contextmanager
 from itertools import accumulate, chain, count, repeat
 from operator import itemgetter, lshift, or_
 from typing import Iterable, Mapping, Sequence
@@ -349,7 +351,8 @@ class ByteLevelBPETokenizer(Tokenizer):
             return list(chain.from_iterable(map(cache.__getitem__, pieces)))
         except KeyError:
             pass
-        self._encode_batch(list(set(pieces).difference(cache)))
+        with _gc_paused():
+            self._encode_batch(list(set(pieces).difference(cache)))
         try:
             return list(chain.from_iterable(map(cache.__getitem__, pieces)))
         except KeyError:  # the cache overflowed (or another thread cleared it) in between
@@ -365,7 +368,8 @@ class ByteLevelBPETokenizer(Tokenizer):
         missing = set(chunks).difference(cache)
         if len(cache) + len(missing) > CACHE_LIMIT:
             cache.clear()
-        self._fill_chunks(missing, chunks[0], chunks[-1])
+        with _gc_paused():
+            self._fill_chunks(missing, chunks[0], chunks[-1])
         try:
             return list(chain.from_iterable(map(cache.__getitem__, chunks)))
         except KeyError:  # another thread cleared the cache in between
@@ -714,6 +718,23 @@ def _cut_all(datas: list[bytes], triples) -> tuple[list[bytes], list[int]]:
     bounds = np.searchsorted(positions, np.concatenate(([0], ends))).tolist()
     offsets = positions.tolist()
     return list(map(joined.__getitem__, map(slice, offsets, offsets[1:]))), bounds
+
+
+@contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector while a batch fills the caches.
+
+    A cold batch allocates a few hundred thousand tuples of ints, none of them in a cycle;
+    each 700 allocations start a collection that walks the young objects (10-15% of a cold
+    2 MB encode). Resumed afterwards only if it was on.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _runs(flat: list[int], bounds: list[int]) -> list[tuple[int, ...]]:
