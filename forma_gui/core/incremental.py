@@ -241,6 +241,24 @@ class IncrementalEncoder:
         self.last_splice = Splice(0, old, len(self.ids))
         return self.ids
 
+    def adopt(self, text: str, ids: array, starts: array, ends: array, flags: bytearray, nbytes: int,
+              *, matches: list[tuple[int, int]] | None = None) -> None:
+        """Take `text` with the columns `set_text(text)` would compute, computed elsewhere.
+
+        core.chunked encodes a huge text slice by slice (no call holds the GIL for long) and
+        hands the result over here. `text` must be clean (no lone surrogates, normalized under
+        the tokenizer's forms); `matches` are the added-token spans when special=True.
+        """
+        old = len(self.ids)
+        self._offset = int(self._prefix_space and bool(text) and not text.startswith(" "))
+        self._blocks.set(" " * self._offset + text)
+        self._surrogates, self._clean = 0, True
+        self.ids, self.starts, self.ends, self.flags, self.nbytes = ids, starts, ends, flags, nbytes
+        if self._added is not None:
+            self._m_starts = array("i", [s for s, _ in matches or ()])
+            self._m_ends = array("i", [e for _, e in matches or ()])
+        self.last_splice = Splice(0, old, len(self.ids))
+
     def _set_spans(self, text: str, inner: str, ids: list[int]) -> None:
         """starts/ends/flags for the whole text: vectorized when token bytes are the text's bytes."""
         data = self.tokenizer.decode_bytes(ids)
