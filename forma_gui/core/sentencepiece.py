@@ -591,7 +591,7 @@ class SentencePieceTokenizer(Tokenizer):
         if kind == CONTROL:
             return b""
         if kind == UNKNOWN:
-            return self.unk_surface.encode("utf-8")
+            return self.unk_surface.encode("utf-8", "surrogateescape")
         if kind == BYTE:
             return bytes([piece_to_byte(self.pieces[token_id]) or 0])
         return self.pieces[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
@@ -616,7 +616,8 @@ class SentencePieceTokenizer(Tokenizer):
             target.setdefault(p.encode("utf-8", "surrogateescape"), i)
         tables = {"normal": normal, "reserved": reserved}
         unk = self.model_unk
-        i = reserved.get(self._unk_piece.encode("utf-8"), normal.get(self._unk_piece.encode("utf-8"), unk))
+        unk_piece = self._unk_piece.encode("utf-8", "surrogateescape")  # any bytes, as stored
+        i = reserved.get(unk_piece, normal.get(unk_piece, unk))
         tables["proc_unk"] = i if i >= 0 and self.types[i] == UNKNOWN else -1
         tables["byte_ids"] = [self._piece_to_id(byte_piece(b).encode(), normal, reserved)
                               for b in range(256)]

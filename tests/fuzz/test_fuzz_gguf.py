@@ -282,3 +282,28 @@ def test_huge_count_in_a_huge_file_is_refused_before_allocating(tmp_path: Path) 
     err = run_reader(lambda: GGUFFile(path), [path], memory_multiple=0, input_bytes=len(head),
                      expect_error=True)
     assert err.offset == len(head) - 8 and "64 MiB" in err.message
+
+
+def gguf_strings(key: bytes, items: list[bytes]) -> bytes:
+    payload = struct.pack("<IQ", STRING, len(items))
+    payload += b"".join(struct.pack("<Q", len(s)) + s for s in items)
+    return gguf_kv(key, ARRAY, payload)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not HAS_GGUF_TOKENIZER, reason="the GGUF tokenizer loader is not there")
+def test_a_million_merges_naming_missing_tokens(tmp_path: Path) -> None:
+    """A gpt2 vocabulary with 10^6 merges naming tokens it does not have: refused, naming
+    the merges key, in time and memory linear in the file."""
+    header, _, _ = shrunk_seed("gguf-vocab", "ggml-vocab-gpt-2.gguf")
+    with GGUFFile(write_example(tmp_path, header, 0, False)) as g:
+        tokens = [t.encode("utf-8", "surrogateescape") for t in g.metadata["tokenizer.ggml.tokens"]]
+    blob = gguf_header(gguf_kv(b"tokenizer.ggml.model", STRING, struct.pack("<Q", 4) + b"gpt2"),
+                       gguf_strings(b"tokenizer.ggml.tokens", tokens),
+                       gguf_strings(b"tokenizer.ggml.merges",
+                                    [b"x%d y%d" % (i, i) for i in range(10**6)]))
+    path = tmp_path / "merges.gguf"
+    path.write_bytes(blob)
+    err = run_reader(lambda: load_tokenizer(path), [path], expect_error=True,
+                     memory_multiple=TOKENIZER_MEMORY_MULTIPLE, cpu_limit=30)
+    assert "tokenizer.ggml.merges" in err.message and "'x0'" in err.message

@@ -124,3 +124,15 @@ def test_huge_id(tmp_path: Path) -> None:
     err = run_reader(lambda: load_tokenizer(files[0]), list(files), expect_error=True,
                      memory_multiple=TOKENIZER_MEMORY_MULTIPLE)
     assert err.path == str(files[0]) and "1099511627776" in err.message
+
+
+@pytest.mark.timeout(120)
+def test_a_million_merges_naming_missing_tokens(tmp_path: Path) -> None:
+    """10^6 merge lines, none of whose parts is in the vocabulary: refused at the first one,
+    naming its line, in time and memory linear in the file."""
+    vocab, _ = seed("gpt2")
+    merges = "#version: 0.2\n" + "".join(f"x{i} y{i}\n" for i in range(10**6))
+    files = write_pair(tmp_path, "gpt2", json.dumps(vocab).encode(), merges.encode())
+    err = run_reader(lambda: load_tokenizer(files[1]), list(files), expect_error=True,
+                     memory_multiple=TOKENIZER_MEMORY_MULTIPLE, cpu_limit=30)
+    assert err.path == str(files[1]) and err.line == 2 and "'x0'" in err.message

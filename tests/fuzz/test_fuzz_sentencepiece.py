@@ -188,3 +188,17 @@ def test_load_check_errors_name_the_piece_offset(tmp_path: Path, edit, words: st
                      memory_multiple=TOKENIZER_MEMORY_MULTIPLE)
     at = sum(len(length_delimited(1, encode_piece(*p))) for p in pieces[:5])
     assert words in err.message and err.offset == at
+
+
+def test_trainer_texts_that_are_not_utf8(tmp_path: Path) -> None:
+    """unk_piece and unk_surface are proto2 strings: any bytes. They loaded, then encoding
+    text with an unknown character leaked UnicodeEncodeError."""
+    pieces, trainer, normalizer, deno = seed("botchan_en_unigram_1000.model")
+    trainer += length_delimited(45, b"\x80") + length_delimited(44, b"\xfe?")
+    blob, _ = encode_model(pieces, trainer, normalizer, deno)
+    path = tmp_path / "tokenizer.model"
+    path.write_bytes(blob)
+    tok = run_reader(lambda: load_tokenizer(path), [path], check=check_tokenizer,
+                     memory_multiple=TOKENIZER_MEMORY_MULTIPLE)
+    ids = tok.encode("日")
+    assert tok.decode_bytes(ids).endswith(b"\xfe?")
