@@ -13,7 +13,7 @@ class Session(QObject):
 
     tokenizer_changed = Signal(object)   # Tokenizer
     weights_changed = Signal(object)     # WeightFile | None
-    text_changed = Signal(str)           # the Tokenize view's text
+    text_changed = Signal(object)        # str: the Tokenize view's text (object: no QString copy of 1 MB per keystroke)
     token_selected = Signal(int)         # a token id picked in any view
     tensor_selected = Signal(str)        # a tensor name picked in any view
     status_posted = Signal(str)          # a message for the status bar
