@@ -113,13 +113,13 @@ def _parse_canonical(data: bytes) -> dict[bytes, int] | None:
             or not all(map(bytes.isdigit, numbers))
             or max(map(len, numbers), default=0) > MAX_RANK_DIGITS):
         return None
-    try:
-        decoded = list(map(binascii.a2b_base64, tokens))
+    try:  # strict as on the line path: the two paths accept exactly the same files
+        decoded = list(map(_decode_strict, tokens))
     except binascii.Error:
         return None
     values = list(map(int, numbers))
     ranks = dict(zip(decoded, values))
-    if len(ranks) != pairs or (values != list(range(pairs)) and len(set(values)) != pairs):
+    if b"" in ranks or len(ranks) != pairs or (values != list(range(pairs)) and len(set(values)) != pairs):
         return None
     return ranks
 
@@ -147,12 +147,17 @@ def _parse_lines(data: bytes, path) -> dict[bytes, int]:
     return ranks
 
 
+def _decode_strict(token: bytes) -> bytes:
+    """Base64 with padding checked (where Python has strict mode)."""
+    return binascii.a2b_base64(token, strict_mode=True) if _STRICT else binascii.a2b_base64(token)
+
+
 def _line_token(parts: list[bytes]) -> bytes | None:
     """The decoded token of a split line, or None if the line is not ``BASE64 RANK``."""
     if len(parts) != 2 or not parts[1].isdigit() or parts[0].translate(None, _BASE64):
         return None
     try:
-        token = binascii.a2b_base64(parts[0], strict_mode=True) if _STRICT else binascii.a2b_base64(parts[0])
+        token = _decode_strict(parts[0])
     except binascii.Error:
         return None
     return token or None

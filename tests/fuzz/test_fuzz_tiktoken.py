@@ -94,3 +94,14 @@ def test_extreme_rank(tmp_path: Path, rank: bytes, words: str) -> None:
     err = run_reader(lambda: load_tokenizer(path), [path], expect_error=True,
                      memory_multiple=TOKENIZER_MEMORY_MULTIPLE)
     assert words in err.message and err.line == 2
+
+
+@pytest.mark.parametrize("token", [b"=", b"====", b"Q=Q="])
+def test_fast_path_accepts_no_more_than_the_line_path(tmp_path: Path, token: bytes) -> None:
+    """An empty or mis-padded base64 token passed the fast path (an empty token at rank 0),
+    while the line-by-line path refused it: the file's validity depended on its layout."""
+    path = tmp_path / "r50k_base.tiktoken"
+    path.write_bytes(token + b" 0\nIQ== 1\n")
+    err = run_reader(lambda: load_tokenizer(path), [path], expect_error=True,
+                     memory_multiple=TOKENIZER_MEMORY_MULTIPLE)
+    assert err.line == 1
