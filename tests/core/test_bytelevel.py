@@ -1,6 +1,7 @@
 """ByteLevelBPETokenizer as a class: raw-data construction, the encode contract, members."""
 from __future__ import annotations
 
+import random
 from itertools import accumulate
 
 import pytest
@@ -188,3 +189,20 @@ def test_from_ranks_with_gaps_and_specials():
     assert tok.vocab_size == 302 and tok.encode("ab") == [300]
     assert tok.token_type(256) == "unused" and tok.token_type(280) == "control"
     assert tok.piece(300) == "ab" and tok.id_of("<e>") == 301 and tok.token_score(300) == 300
+
+
+def test_rank_table_batches_equal_plain_merging(monkeypatch):
+    # A rank tokenizer merges new parts with merge_batch once its pair table is built; the
+    # table is normally deferred (RANKED_TABLE_AFTER), here it is built on the first batch.
+    monkeypatch.setattr(bytelevel, "RANKED_TABLE_AFTER", 0)
+    tok = load_tokenizer(data_file("tiktoken", "r50k_base.tiktoken"))
+    rng = random.Random(8)
+    words = ["".join(rng.choice("abcdeklmnorstuyzабвгдеклмнорст中文字") for _ in range(rng.randint(2, 12)))
+             for _ in range(400)]
+    text = " ".join(words) + " eeeeeeee ababab\n\n  x"
+    prepared = tok.prepare(text)
+    pieces = [prepared[s:e] for s, e in tok.pre_tokenize(prepared)]
+    whole = [tok._encoder.get(p.encode()) for p in pieces]
+    expected = [i for p, w in zip(pieces, whole) for i in ([w] if w is not None else tok._merge(p.encode()))]
+    assert tok.encode(text) == expected
+    assert tok._batch  # the batch path ran
