@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout,
 
 from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import CopyableTableView, CopyableTreeView, fmt_bytes
+from forma_gui.formats.lazy_strings import LazyStrings
 
 #: array children are created this many at a time (canFetchMore / fetchMore)
 FETCH_CHUNK = 500
@@ -58,7 +59,7 @@ def _render_scalar(value: Any) -> str:
 
 
 def _is_array(value: Any) -> bool:
-    return isinstance(value, (list, tuple, np.ndarray))
+    return isinstance(value, (list, tuple, np.ndarray, LazyStrings))
 
 
 def _element_type(type_name: str) -> str:

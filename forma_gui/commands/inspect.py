@@ -15,6 +15,7 @@ import numpy as np
 
 from forma_gui.core.ggml_types import GGML_TYPES, bits_per_weight
 from forma_gui.core.memory import totals_by_type
+from forma_gui.formats.lazy_strings import LazyStrings
 from forma_gui.formats.tensor_info import TensorInfo
 
 HEAD_ITEMS = 8            # items shown of a long array
@@ -88,7 +89,7 @@ def summarise(value: Any, *, float32: bool = False) -> Any:
     FLOAT32 values are written as the shortest decimal that reads back as the same float32
     (1e-05, not 9.999999747378752e-06).
     """
-    if isinstance(value, (np.ndarray, list)):
+    if isinstance(value, (np.ndarray, list, LazyStrings)):
         n = len(value)
         head = value[:HEAD_ITEMS] if n > LONG_ARRAY else value
         head = head.tolist() if isinstance(head, np.ndarray) else head

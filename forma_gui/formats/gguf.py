@@ -30,6 +30,7 @@ import numpy as np
 
 from forma_gui.core.ggml_types import GGML_TYPE_NAMES, GGML_TYPES, tensor_nbytes
 from forma_gui.errors import FormatError
+from forma_gui.formats.lazy_strings import LazyStrings
 from forma_gui.formats.mapped_file import MappedFile
 from forma_gui.formats.tensor_info import TensorInfo
 
@@ -153,7 +154,7 @@ class _Reader:
         return value
 
     def array(self, depth: int) -> Any:
-        """An array: numbers -> numpy array (copied), strings -> list[str], arrays -> list."""
+        """An array: numbers -> numpy array (copied), strings -> LazyStrings, arrays -> list."""
         if depth > MAX_ARRAY_DEPTH:
             raise self.fail(f"arrays nested deeper than {MAX_ARRAY_DEPTH} levels")
         etype = self.value_type("array element type")
@@ -179,30 +180,16 @@ class _Reader:
             return out.view(np.bool_)
         return out
 
-    def string_array(self, n: int) -> list[str]:
-        """`n` strings in one tight loop: vocabularies hold 10^5 of them (~0.4 us each).
-
-        (Joining the bytes with numpy and decoding once was measured no faster: building
-        the str objects dominates.) On any bad length, the slow reader names the offset.
-        """
-        buf, pos, end = self.buf, self.pos, self.end
-        unpack = self.structs["Q"].unpack_from
-        out = [""] * n
-        try:
-            for i in range(n):
-                (length,) = unpack(buf, pos)
-                pos += 8
-                stop = pos + length
-                if stop > end:
-                    break
-                out[i] = buf[pos:stop].decode("utf-8", "surrogateescape")
-                pos = stop
-            else:
-                self.pos = pos
-                return out
-        except struct.error:
-            pass
-        return self.string_array_reference(n)  # raises FormatError at the bad string
+    def string_array(self, n: int) -> LazyStrings:
+        """`n` strings, decoded on access: vocabularies hold 10^5 of them, and listing a
+        model's tensors needs none (see lazy_strings). On a bad length, the slow reader
+        names the offset."""
+        strings = LazyStrings.from_buffer(self.buf, self.pos, n, self.end, self.order)
+        if strings is None:
+            self.string_array_reference(n)  # raises FormatError at the bad string
+            raise self.fail("expected a string array")  # unreachable: the reference raised
+        self.pos += strings.end
+        return strings
 
     def string_array_reference(self, n: int) -> list[str]:
         """Slow readable twin of `string_array` (tests compare them); names bad offsets."""
@@ -218,8 +205,9 @@ class GGUFFile(MappedFile):
     absolute offsets), `alignment`, `data_offset`, `file_size`, and `data`, a read-only
     uint8 view of the whole file. Values: integers -> int, floats -> float, BOOL -> bool,
     STRING -> str (surrogateescape, see the module docstring), arrays of numbers -> numpy
-    arrays (native byte order, copied), arrays of strings -> list[str], arrays of arrays ->
-    list. `read_tensors=False` stops after the metadata (tokenizers need nothing more).
+    arrays (native byte order, copied), arrays of strings -> LazyStrings (a read-only
+    Sequence[str] decoded on access, equal to the list), arrays of arrays -> list.
+    `read_tensors=False` stops after the metadata (tokenizers need nothing more).
 
     >>> with GGUFFile(path) as g:                                      # doctest: +SKIP
     ...     g.metadata["tokenizer.ggml.model"], g.tensors[0].dtype
