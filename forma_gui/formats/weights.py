@@ -282,8 +282,8 @@ def _open_shards(index_path: Path) -> WeightFile:
     folder = index_path.parent
     names = list(dict.fromkeys(weight_map.values()))
     for name in names:
-        if Path(name).name != name or name in ("", ".", ".."):
-            raise FormatError(f"shard name {name!r} is not a plain file name in this folder",
+        if Path(name).name != name or name in ("", ".", "..") or not _file_name_ok(name):
+            raise FormatError(f"shard name {name!r:.80} is not a plain file name in this folder",
                               path=index_path)
     wf = _open_safetensors([folder / n for n in names], index_path, index.get("metadata", {}))
     for tensor, shard in weight_map.items():
@@ -293,6 +293,14 @@ def _open_shards(index_path: Path) -> WeightFile:
             raise FormatError(f"the index puts {tensor!r} in {shard}, but that shard does not "
                               "hold it", path=index_path)
     return wf
+
+
+def _file_name_ok(name: str) -> bool:
+    """A name the OS can open: no NUL, no lone surrogate (JSON can spell both)."""
+    try:
+        return b"\0" not in os.fsencode(name)
+    except UnicodeEncodeError:
+        return False
 
 
 def _read_index(path: Path) -> dict[str, Any]:

@@ -199,3 +199,15 @@ def test_dtype_of_a_wrong_json_type(tmp_path: Path, dtype: object) -> None:
     err = run_reader(lambda: SafetensorsFile(path), [path], memory_multiple=0,
                      expect_error=True)
     assert "unsupported dtype" in err.message
+
+
+@pytest.mark.parametrize("shard", ["a\u0000b.safetensors", "\ud800.safetensors"],
+                         ids=["nul", "lone-surrogate"])
+def test_shard_names_the_os_cannot_open(tmp_path: Path, shard: str) -> None:
+    """JSON can spell a NUL or a lone surrogate in a shard name: opening it leaked
+    ValueError (embedded null byte) or UnicodeEncodeError instead of a FormatError."""
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"w": shard}}), encoding="utf-8")
+    err = run_reader(lambda: open_weights(tmp_path), [index], expect_error=True,
+                     memory_multiple=MEMORY_MULTIPLE)
+    assert err.path == str(index) and "plain file name" in err.message
