@@ -18,7 +18,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forma_gui import open_weights
-from forma_gui.errors import FormatError
 from forma_gui.formats.gguf import GGUFFile
 from forma_gui.formats.loader import load_tokenizer
 from tests.conftest import data_file

@@ -18,7 +18,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forma_gui import load_tokenizer
-from forma_gui.errors import FormatError
 from tests.conftest import data_file
 from tests.fuzz.harness import (TOKENIZER_MEMORY_MULTIPLE, apply_json_ops, apply_ops, byte_ops,
                                 check_tokenizer, fresh_path, fuzz_settings, json_ops,
