@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import os
 from array import array
+from itertools import islice
+from operator import methodcaller
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import UnknownPreTokenizer, llama_pre_tokenizer
@@ -36,6 +38,7 @@ from forma_gui.core.llama_vocab import TYPE_ATTRS, ATTR_NORMAL, LlamaTokenizer, 
 from forma_gui.core.wordpiece import WordPieceTokenizer
 from forma_gui.errors import FormatError
 from forma_gui.formats.gguf import GGUFFile
+from forma_gui.formats.lazy_strings import LazyStrings
 
 K = "tokenizer.ggml."
 
@@ -233,18 +236,17 @@ def _add_flags(meta: _Meta, flags: dict[str, bool], specials: dict[str, int | No
     flags["strip_accents"] = flags["lowercase"] if strip is None else strip
 
 
-def _merges(meta: _Meta, vocab: LlamaVocab, pre_name: str | None) -> list[str]:
+def _merges(meta: _Meta, vocab: LlamaVocab, pre_name: str | None) -> Sequence[str]:
     """The merges, each naming two tokens of the vocabulary (llama.cpp splits at the first
-    space after position 0)."""
+    space after position 0). Still undecoded (LazyStrings) when they pass the fast check:
+    the merge table is built on the first encode."""
     key = K + "merges"
     merges = meta.get(key, ("ARRAY[STRING]",), required=pre_name != "kimi-k2")
-    merges = list(merges or ())
     if not merges:
-        return merges
-    parts = "\n".join(merges).replace(" ", "\n").split("\n")
+        return []
     ids = vocab.token_to_id
-    if len(parts) == 2 * len(merges) and not set(parts).difference(ids):
-        return merges  # the common case, checked at C speed
+    if _merges_are_pairs_of_tokens(merges, ids):
+        return merges
     for i, merge in enumerate(merges):
         cut = merge.find(" ", 1)
         if cut < 0:
@@ -253,6 +255,24 @@ def _merges(meta: _Meta, vocab: LlamaVocab, pre_name: str | None) -> list[str]:
             if part not in ids:
                 raise meta.fail(key, f"merge {i} {merge!r} names {part!r}, which is not a token")
     return merges
+
+
+def _merges_are_pairs_of_tokens(merges: Sequence[str], ids: dict[str, int]) -> bool:
+    """The common case, checked at C speed: one space in every merge, and both sides tokens
+    (then the left side is not empty, and llama.cpp's split at the first space after
+    position 0 cuts there). False means: look at each merge."""
+    if isinstance(merges, LazyStrings):
+        if not (merges.byte_counts(ord(" ")) == 1).all():
+            return False
+        text = merges.nul_joined()
+        if text is None:
+            return False
+    else:
+        if set(map(methodcaller("count", " "), merges)) != {1}:
+            return False
+        text = "\0" + "\0".join(merges)
+    parts = text.replace(" ", "\0").split("\0")  # "", then left, right of each merge
+    return len(parts) == 2 * len(merges) + 1 and not set(islice(parts, 1, None)).difference(ids)
 
 
 def _charsmap(meta: _Meta) -> CharsMap | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any, overload
 
 import numpy as np
@@ -180,12 +181,41 @@ class LazyStrings(Sequence[str]):
         return self._blob[start + 8:stop].decode("utf-8", "surrogateescape")
 
     def __iter__(self) -> Iterator[str]:
-        for start in range(0, len(self), ITER_CHUNK):
-            yield from self._decode(start, min(start + ITER_CHUNK, len(self)))
+        n = len(self)  # chunk by chunk: no Python step per string, no whole list up front
+        return chain.from_iterable(self._decode(start, min(start + ITER_CHUNK, n))
+                                   for start in range(0, n, ITER_CHUNK))
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(self.tolist())
 
     def tolist(self) -> list[str]:
         """Every string, decoded in a few C-level passes."""
         return self._decode(0, len(self))
+
+    def byte_counts(self, value: int) -> np.ndarray:
+        """How many times the byte `value` occurs in each string: int64 (n,).
+
+        >>> s = LazyStrings.from_buffer(bytes([1, 0, 0, 0, 0, 0, 0, 0, 97]) + bytes(8), 0, 2, 17)
+        >>> s.byte_counts(97)
+        array([1, 0])
+        """
+        region = np.frombuffer(self._blob, dtype=np.uint8)
+        hits = np.flatnonzero(region == value)
+        owner = np.searchsorted(self._bounds, hits, side="right") - 1
+        inside = hits - self._bounds[owner] >= 8   # not a byte of the length field
+        return np.bincount(owner[inside], minlength=len(self))
+
+    def nul_joined(self) -> str | None:
+        """Every string with a NUL in front of each, decoded at once; None if a string
+        holds a NUL itself. Equal to ``"".join("\\0" + s for s in self)``, ~3x cheaper than
+        `tolist` (no str object per string): enough to check what the strings contain.
+
+        >>> s = LazyStrings.from_buffer(bytes([1, 0, 0, 0, 0, 0, 0, 0, 97]) + bytes(8), 0, 2, 17)
+        >>> s.nul_joined()
+        '\\x00a\\x00'
+        """
+        text = self._joined(0, len(self))
+        return text if text.count(SEPARATOR) == len(self) else None
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LazyStrings) and other._order == self._order:
@@ -209,15 +239,20 @@ class LazyStrings(Sequence[str]):
         """
         if stop - start < 8:
             return [self[i] for i in range(start, stop)]
+        parts = self._joined(start, stop).split(SEPARATOR)
+        if len(parts) == stop - start + 1:
+            return parts[1:]
+        return [self[i] for i in range(start, stop)]
+
+    def _joined(self, start: int, stop: int) -> str:
+        """The bytes of strings start..stop, a NUL in front of each, decoded at once."""
         bounds = self._bounds[start:stop + 1]
         region = np.frombuffer(self._blob, dtype=np.uint8, count=int(bounds[-1] - bounds[0]),
                                offset=int(bounds[0]))
         keep = np.ones(len(region), dtype=bool)
         # drop 7 of each length field's 8 bytes, keeping its high byte: a zero (lengths
         # are far below 2**56), which becomes the separator in front of each string
-        drop = np.arange(7) + (0 if self._order == "<" else 1)
-        keep[((bounds[:-1] - bounds[0])[:, None] + drop).ravel()] = False
-        parts = region[keep].tobytes().decode("utf-8", "surrogateescape").split(SEPARATOR)
-        if len(parts) == stop - start + 1:
-            return parts[1:]
-        return [self[i] for i in range(start, stop)]
+        fields = bounds[:-1] - bounds[0]
+        for k in range(7) if self._order == "<" else range(1, 8):
+            keep[fields + k] = False
+        return region[keep].tobytes().decode("utf-8", "surrogateescape")

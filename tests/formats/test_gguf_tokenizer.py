@@ -283,6 +283,10 @@ MALFORMED = {
     "duplicate token": dict(tokens=(BYTE_TOKENS + ["a", "<|end|>"], T.ARRAY, T.STRING)),
     "merge names unknown token": dict(merges=(["a b", "a zz"], T.ARRAY, T.STRING)),
     "merge without space": dict(merges=(["ab"], T.ARRAY, T.STRING)),
+    # as many spaces as merges, but not one in each: the fast check must not be fooled
+    "merge spaces evened out": dict(merges=(["ab", "a b b"], T.ARRAY, T.STRING)),
+    "merge starting with its space": dict(merges=(["a b", " a"], T.ARRAY, T.STRING)),
+    "merge holding a NUL": dict(merges=(["a b", "a\0 b"], T.ARRAY, T.STRING)),
     "merges not an array": dict(merges=("a b", T.STRING, None)),
     "no merges": dict(merges=None),
     "token types of bytes": dict(token_type=([1] * 258, T.ARRAY, T.UINT8)),

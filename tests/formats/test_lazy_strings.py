@@ -23,7 +23,7 @@ def decode(b: bytes) -> str:
 
 
 #: items that break the fast chain: empty, 256+ bytes, seven NULs, partial UTF-8, a NUL
-ODD = st.sampled_from([b"", b"x" * 256, b"a\0\0\0\0\0\0\0b", b"\xe2\x82", b"\xff", b"\0",
+ODD = st.sampled_from([b"", b"x" * 256, b"a b", b" ", b"a\0\0\0\0\0\0\0b", b"\xe2\x82", b"\xff", b"\0",
                        "é€😀".encode(), b"\x80\x80", b"\x01" + b"\0" * 7])
 ITEM = st.binary(max_size=12) | ODD
 
@@ -81,6 +81,11 @@ def test_decoding_equals_one_by_one(items: list[bytes], order: str, data: st.Dat
         i = data.draw(st.integers(-len(items), len(items) - 1))
         assert strings[i] == expected[i]
     assert [s.encode("utf-8", "surrogateescape") for s in strings] == items  # nothing lost
+    assert list(reversed(strings)) == expected[::-1]
+    for byte in (0, 0x20, 0x80):
+        assert strings.byte_counts(byte).tolist() == [s.count(bytes([byte])) for s in items]
+    joined = "".join("\0" + s for s in expected)
+    assert strings.nul_joined() == (None if any(b"\0" in s for s in items) else joined)
 
 
 def test_index_errors_and_equality() -> None:
