@@ -18,6 +18,7 @@ reader; the default gives the 2,000-example CI run, a larger value the long run:
 """
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import os
@@ -34,6 +35,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from forma_gui.errors import FormatError
+from forma_gui.formats.loader import LOADERS
+
+# Import every reader now: the first call of an entry point would otherwise import its
+# modules (numpy, regex tables) inside a traced call and count them against the input.
+for _module in sorted({*(target.split(":")[0] for target in LOADERS.values()),
+                       "forma_gui.formats.weights", "forma_gui.core.quant"}):
+    importlib.import_module(_module)
 
 FUZZ_EXAMPLES = int(os.environ.get("FORMA_FUZZ_EXAMPLES", "350"))
 #: per reader call and per example; real examples take milliseconds, so only a hang or a
@@ -330,6 +338,9 @@ def _check_error(e: FormatError, files: Sequence[Path]) -> None:
 #: 8x for tokenizer.json, 21-24x for vocab.json + merges.txt and tiktoken files); the worst
 #: dense inputs (6-byte vocab entries, 4-byte merge lines) about 40x
 TOKENIZER_MEMORY_MULTIPLE = 64
+#: the special tokens of a named tiktoken encoding sit at fixed ids (o200k: 199999 and
+#: 200018), so even a cut rank file gets a 200k-entry table: a fixed cost of ~18 MiB
+TIKTOKEN_MEMORY_FLOOR = 32 * 2**20
 SAMPLE_TEXT = "Hello wörld 123\n\t<|endoftext|> ▁日本 🙂"
 
 

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from forma_gui import load_tokenizer, open_weights
 from tests.conftest import data_file
-from tests.fuzz.harness import (TOKENIZER_MEMORY_MULTIPLE, apply_ops, byte_ops, check_tokenizer,
-                                fresh_path, fuzz_settings, note_example, run_reader)
+from tests.fuzz.harness import (TIKTOKEN_MEMORY_FLOOR, TOKENIZER_MEMORY_MULTIPLE, apply_ops,
+                                byte_ops, check_tokenizer, fresh_path, fuzz_settings,
+                                note_example, run_reader)
 
 HEAD = 16 * 1024
 
@@ -49,5 +50,5 @@ def test_any_real_file_mutated(tmp_path: Path, data: st.DataObject) -> None:
     path.write_bytes(blob)
     note_example("any file")
     run_reader(lambda: load_tokenizer(path), [path], memory_multiple=TOKENIZER_MEMORY_MULTIPLE,
-               check=check_tokenizer)
+               memory_floor=TIKTOKEN_MEMORY_FLOOR, check=check_tokenizer)  # o200k_base.tiktoken
     run_reader(lambda: open_weights(path), [path], memory_multiple=TOKENIZER_MEMORY_MULTIPLE)

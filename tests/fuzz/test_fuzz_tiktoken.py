@@ -16,15 +16,12 @@ from hypothesis import strategies as st
 
 from forma_gui import load_tokenizer
 from tests.conftest import data_file
-from tests.fuzz.harness import (EXTREME_INTS, TOKENIZER_MEMORY_MULTIPLE, apply_ops, byte_ops,
-                                check_tokenizer, fresh_path, fuzz_settings, note_example,
-                                run_reader)
+from tests.fuzz.harness import (EXTREME_INTS, TIKTOKEN_MEMORY_FLOOR, TOKENIZER_MEMORY_MULTIPLE,
+                                apply_ops, byte_ops, check_tokenizer, fresh_path, fuzz_settings,
+                                note_example, run_reader)
 
 KEEP = 400
 NAMES = ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]
-#: the special tokens of a named encoding sit at fixed ids (o200k: 199999 and 200018), so
-#: a cut file still gets a 200k-entry table; a fixed cost, whatever the file holds
-MEMORY_FLOOR = 32 * 2**20
 
 
 @functools.lru_cache(maxsize=None)
@@ -74,7 +71,7 @@ def test_line_and_byte_edits(tmp_path: Path, name: str, data: st.DataObject) -> 
     path.write_bytes(blob)
     note_example("tiktoken")
     run_reader(lambda: load_tokenizer(path), [path], memory_multiple=TOKENIZER_MEMORY_MULTIPLE,
-               memory_floor=MEMORY_FLOOR, check=check_tokenizer)
+               memory_floor=TIKTOKEN_MEMORY_FLOOR, check=check_tokenizer)
 
 
 @pytest.mark.parametrize("name", NAMES)
