@@ -153,6 +153,12 @@ def test_missing_bytes_are_dropped_or_unknown(tmp_path):
     (lambda s: s["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix"),
     (lambda s: s["model"]["merges"].append("a zzz"), r"model.merges\[3\]"),
     (lambda s: s["added_tokens"].append({"content": 5}), r"added_tokens\[0\]"),
+    (lambda s: s["model"]["vocab"].update(c=-1), r"model.vocab\['c'\]"),
+    (lambda s: s["model"]["vocab"].update(c=True), r"model.vocab\['c'\]"),
+    (lambda s: s["model"]["vocab"].update(c=2.0), r"model.vocab\['c'\]"),
+    (lambda s: s["model"].update(merges=[["a", "b"], ["a", ["a"]]]), r"model.merges\[1\]"),
+    (lambda s: s["model"].update(merges=[["a", "b"], ["a"]]), r"model.merges\[1\]"),
+    (lambda s: s["model"].update(merges=[["a", "b"], 5]), r"model.merges\[1\]"),
 ])
 def test_unsupported_or_bad_content_is_a_format_error(tmp_path, edit, match):
     small = ({"a": 0, "b": 1, "ab": 2, "Ġ": 3}, ["a b", "a a", "b b"])
@@ -163,6 +169,22 @@ def test_unsupported_or_bad_content_is_a_format_error(tmp_path, edit, match):
     path.write_text(json.dumps(spec), "utf-8")
     with pytest.raises(FormatError, match=match):
         load_hf_tokenizer(path)
+
+
+def test_the_garbage_collector_is_left_as_it_was(tmp_path, gpt2_model):
+    """Loading pauses the cyclic collector and resumes it only if it was running."""
+    import gc
+
+    path = _write(tmp_path, gpt2_model, pre_tokenizer=BYTELEVEL)
+    assert gc.isenabled()
+    load_hf_tokenizer(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_hf_tokenizer(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_invalid_json_names_the_line(tmp_path):
