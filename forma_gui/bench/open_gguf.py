@@ -87,7 +87,7 @@ def run(quick: bool = False) -> list[BenchResult]:
             name=f"open GGUF + list tensors, {label}", ours=ours * 1000,
             peer=None if theirs is None else theirs * 1000, peer_name="gguf.GGUFReader",
             unit="ms", higher_is_better=False, target=TARGET,
-            note="struct over mmap; bound by building the vocabulary's str objects"))
+            note="struct over mmap; string arrays walked with numpy, decoded on access"))
         if not quick:
             results.append(_rss_result(label, path, peer))
     return results
