@@ -19,6 +19,7 @@ import logging
 import zlib
 from bisect import bisect_right
 from time import perf_counter
+from typing import NamedTuple
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontDatabase, QPainter, QPen, QTextCharFormat, QTextCursor
@@ -32,6 +33,7 @@ from forma_gui.app.text_mirror import TextMirror
 from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
 from forma_gui.app.token_store import TokenStore, release
 from forma_gui.app.workers import LatestRunner, gc_paused
+from forma_gui.core.chunked import encode_steps
 from forma_gui.core.incremental import IncrementalEncoder, supports_edits
 
 #: item-data roles as plain ints: data() runs for every visible cell and role, and
@@ -60,9 +62,9 @@ FULL_PRETOKENIZE_CHARS = 200_000  # beyond this, merge steps pre-tokenize a wind
 PRETOKEN_WINDOW = 4_096
 MAX_TRACE_CHARS = 256           # a longer pre-token (no pre-tokenizer) is traced word by word
 EMBEDDING_VIEW = "forma_gui.app.embedding_view:EmbeddingPanel"
-LARGE_PASTE = 256 * 1024        # characters; a bigger paste is inserted in slices
-PASTE_CHUNK = 64 * 1024         # first slice; later ones are sized to take ~20 ms
-PASTE_SLICE_SECONDS = 0.02
+LARGE_PASTE = 256 * 1024        # characters (or UTF-8 bytes); a bigger paste is inserted in slices
+PASTE_CHUNK = 32 * 1024         # first slice; later ones are sized to take ~10 ms
+PASTE_SLICE_SECONDS = 0.01
 
 
 def _mono_font() -> QFont:
@@ -205,11 +207,59 @@ class SymbolsDelegate(QStyledItemDelegate):
         painter.restore()
 
 
+class PasteSource:
+    """The text of a big paste, handed out a slice at a time.
+
+    Either a str, or the clipboard's UTF-8 bytes, decoded slice by slice: converting a
+    10 MB clipboard text to a Python str in one call (QMimeData.text()) blocks the GUI
+    thread for over 100 ms; a slice never splits a character or a CRLF pair.
+    """
+
+    def __init__(self, data: str | memoryview) -> None:
+        self.data = data
+        self.is_text = isinstance(data, str)
+
+    @classmethod
+    def from_mime(cls, source) -> "PasteSource":
+        """The mime data's text: its UTF-8 bytes when it has them plainly, else text()."""
+        raw = source.data("text/plain")
+        view = memoryview(raw)  # no copy; keeps `raw` alive
+        if not view.nbytes or bytes(view[:4]).startswith(BOMS):
+            return cls(source.text())
+        return cls(view)
+
+    def __len__(self) -> int:
+        return len(self.data) if self.is_text else self.data.nbytes
+
+    def take(self, start: int, size: int) -> tuple[str, int]:
+        """(the text from `start` on, about `size` long; where it ends)."""
+        data, n = self.data, len(self)
+        end = min(n, start + max(size, 1))
+        if not self.is_text:
+            while start < end < n and data[end] & 0xC0 == 0x80:  # inside a character: back off
+                end -= 1
+            while end == start or (end < n and data[end] & 0xC0 == 0x80):  # or take it whole
+                end += 1
+        if end < n and data[end - 1] in CR and data[end] in LF:  # Qt makes CRLF one newline
+            end += 1
+        bom = ZWNBSP if self.is_text else ZWNBSP_UTF8
+        while data[end:end + len(bom)] == bom:  # Qt drops U+FEFF from the start of an insertion
+            end += len(bom)
+        piece = data[start:end] if self.is_text else str(data[start:end], "utf-8", "replace")
+        return piece, end
+
+
+BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")
+ZWNBSP, ZWNBSP_UTF8 = "\ufeff", b"\xef\xbb\xbf"
+CR = ("\r", 13)
+LF = ("\n", 10)
+
+
 class TokenInput(QPlainTextEdit):
     """The input editor.
 
     A dropped file goes to the window (to open it), not into the text. A huge paste is
-    inserted in slices of ~20 ms, one per event-loop turn, as a single undo step, so a
+    inserted in slices of ~10 ms, one per event-loop turn, as a single undo step, so a
     10 MB paste never blocks the window (Qt inserts 1 MB in ~150 ms in one go).
     """
 
@@ -218,7 +268,7 @@ class TokenInput(QPlainTextEdit):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.mirror = TextMirror(self.document(), self)
-        self._paste: tuple[QTextCursor, str, int] | None = None
+        self._paste: tuple[QTextCursor, PasteSource, int] | None = None
         self._chunk = PASTE_CHUNK
 
     @property
@@ -226,38 +276,46 @@ class TokenInput(QPlainTextEdit):
         return self._paste is not None
 
     def insertFromMimeData(self, source) -> None:  # noqa: N802 - Qt override
-        if source.hasText() and not source.hasUrls() and len(source.text()) > LARGE_PASTE:
-            self.paste_in_slices(source.text())
-        else:
-            super().insertFromMimeData(source)
+        if source.hasText() and not source.hasUrls():
+            text = PasteSource.from_mime(source)
+            if len(text) > LARGE_PASTE:
+                self.paste_in_slices(text)
+                return
+        super().insertFromMimeData(source)
 
-    def paste_in_slices(self, text: str) -> None:
+    def paste_in_slices(self, text: str | PasteSource) -> None:
         """Replace the selection with `text`, a slice per event-loop turn."""
+        source = text if isinstance(text, PasteSource) else PasteSource(text)
         cursor = self.textCursor()
         cursor.beginEditBlock()
         cursor.removeSelectedText()
         cursor.endEditBlock()
-        self._paste = (cursor, text, 0)
+        self._paste = (cursor, source, 0)
+        self._chunk = PASTE_CHUNK
         self.setReadOnly(True)  # typing into a half-inserted paste would interleave
         self.mirror.begin_batch()  # one splice at the end instead of a copy per slice
         QTimer.singleShot(0, self._paste_slice)
 
     def _paste_slice(self) -> None:
-        cursor, text, done = self._paste
-        end = min(len(text), done + self._chunk)
-        if text[end - 1:end] == "\r":  # keep a CRLF pair together: Qt makes it one newline
-            end += 1
+        cursor, source, done = self._paste
         started = perf_counter()
+        piece, end = source.take(done, self._chunk)
         cursor.joinPreviousEditBlock()
-        cursor.insertText(text[done:end])
+        cursor.insertText(piece)
         cursor.endEditBlock()
         took = perf_counter() - started
-        self._chunk = int(min(max(self._chunk * PASTE_SLICE_SECONDS / max(took, 1e-4), 16384), 1 << 20))
-        if end < len(text):
-            self._paste = (cursor, text, end)
-            self.paste_progressed.emit(end / len(text))
+        # aim at PASTE_SLICE_SECONDS, but never more than double: one fast slice says little
+        self._chunk = int(min(max(self._chunk * PASTE_SLICE_SECONDS / max(took, 1e-4), 16384),
+                              2 * self._chunk, 1 << 19))
+        self._paste = (cursor, source, end)
+        if end < len(source):
+            self.paste_progressed.emit(end / len(source))
             QTimer.singleShot(0, self._paste_slice)
-            return
+        else:  # the mirror's one splice of the whole text gets an event-loop turn of its own
+            QTimer.singleShot(0, self._end_paste)
+
+    def _end_paste(self) -> None:
+        cursor = self._paste[0]
         self._paste = None
         self.setReadOnly(False)
         self.setTextCursor(cursor)
@@ -308,6 +366,7 @@ class TokenizeView(QWidget):
         self._runner = LatestRunner(self)
         self._runner.finished.connect(self._on_result)
         self._runner.failed.connect(self._on_failure)
+        self._runner.progressed.connect(self._on_progress)
         self._debounce = QTimer(self, singleShot=True, timeout=self._retokenize)
         self._build()
         session.tokenizer_changed.connect(self._on_tokenizer_changed)
@@ -457,6 +516,21 @@ class TokenizeView(QWidget):
             release(tokens)
             return store
 
+    def _segment_steps(self, text: str, tokenizer, special: bool):
+        """_segment for the worker: a generator yielding progress between slices of the text.
+
+        One encode of 10 MB would hold the GIL for seconds at a time (the window freezes)
+        and could not be stopped; in slices every step is short, and the worker stops at the
+        next one when a newer edit supersedes the text. The copy of the columns the view
+        shows is made here too (5 million tokens: ~80 ms), and the GC waits meanwhile (a
+        full pass over the tokenizer's grown caches holds the GIL for ~50 ms).
+        """
+        if not supports_edits(tokenizer, special):
+            return self._segment(text, tokenizer)
+        with gc_paused():
+            encoder = yield from encode_steps(tokenizer, text, special=special)
+            return Encoded(encoder, _store_of(encoder))
+
     def _schedule(self) -> None:
         if self.editor.pasting:
             return  # the last slice schedules the one re-tokenization
@@ -495,7 +569,8 @@ class TokenizeView(QWidget):
             self._apply(text, tokens, tokenizer)
             return
         self._set_stats_busy(len(text))
-        self._runner.submit(self._segment, text, tokenizer, tag=(self._generation, text, tokenizer))
+        self._runner.submit(self._segment_steps, text, tokenizer, self.special,
+                            tag=(self._generation, text, tokenizer))
 
     def _on_result(self, tag, tokens: TokenStore) -> None:
         generation, text, tokenizer = tag
@@ -528,13 +603,14 @@ class TokenizeView(QWidget):
         if live.n_chars != len(self.mirror.text):
             self._live = None
 
-    def _apply(self, text: str, tokens: TokenStore | IncrementalEncoder, tokenizer) -> None:
+    def _apply(self, text: str, tokens: TokenStore | IncrementalEncoder | Encoded, tokenizer) -> None:
         self._live = None
         if isinstance(tokens, IncrementalEncoder):
+            tokens = Encoded(tokens, _store_of(tokens))
+        if isinstance(tokens, Encoded):
             if text is self.mirror.text:  # the same str object: no edit since it was encoded
-                self._live = tokens
-            tokens = TokenStore.from_columns(tokenizer, tokens.ids, tokens.starts, tokens.ends,
-                                             tokens.flags, tokens.nbytes)
+                self._live = tokens.encoder
+            tokens = tokens.store
         self.text, self.tokens, self.tokenizer = text, tokens, tokenizer
         self.selected_index = None
         self._pretokens = None
@@ -561,6 +637,10 @@ class TokenizeView(QWidget):
 
     def _set_stats_busy(self, chars: int) -> None:
         self.stats.setText(f"tokenizing {chars:,} chars…")
+
+    def _on_progress(self, fraction: float) -> None:
+        if fraction >= 0 and self._runner.busy:
+            self.stats.setText(f"tokenizing {len(self.mirror.text):,} chars… {fraction:.0%}")
 
     def _set_special(self, on: bool) -> None:
         self.special = on
@@ -743,6 +823,19 @@ class TokenizeView(QWidget):
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(1200, 800)
+
+
+class Encoded(NamedTuple):
+    """A tokenization to keep following edits (`encoder`) and a copy of its columns to show."""
+
+    encoder: IncrementalEncoder
+    store: TokenStore
+
+
+def _store_of(encoder: IncrementalEncoder) -> TokenStore:
+    """A TokenStore over copies of the encoder's columns (the encoder changes with each edit)."""
+    return TokenStore.from_columns(encoder.tokenizer, encoder.ids, encoder.starts, encoder.ends,
+                                   encoder.flags, encoder.nbytes)
 
 
 def _titled(title: str, widget: QWidget, parent: QWidget, hint: str = "") -> QWidget:

@@ -97,3 +97,45 @@ def test_huge_paste_goes_in_slices_as_one_undo_step(qtbot):
     assert "\u00a0nbsp" in editor.mirror.text
     editor.document().undo()
     assert editor.mirror.text == raw_text(editor.document()) == "before"
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(text=st.text(alphabet="ab\r\n😀東é\x00\ufeff", max_size=60), size=st.integers(1, 9))
+def test_paste_source_slices_never_split_a_character_or_crlf(text, size):
+    """...nor start with U+FEFF after the first, which Qt would drop from an insertion."""
+    from forma_gui.app.tokenize_view import PasteSource
+
+    for source in (PasteSource(text), PasteSource(memoryview(text.encode("utf-8", "surrogatepass")))):
+        pieces, at = [], 0
+        while at < len(source):
+            piece, at = source.take(at, size)
+            pieces.append(piece)
+        assert "".join(pieces) == text
+        assert not any(a.endswith("\r") and b.startswith("\n") for a, b in zip(pieces, pieces[1:]))
+        assert not any(p.startswith("\ufeff") for p in pieces[1:])
+
+
+def test_clipboard_paste_is_decoded_in_slices_like_the_text(qtbot):
+    """A big clipboard text is read as UTF-8 bytes and decoded slice by slice (QMimeData.text()
+    of 10 MB blocks for 100+ ms): the document ends up the same as pasting the str."""
+    from PySide6.QtCore import QMimeData
+
+    from forma_gui.app.tokenize_view import LARGE_PASTE, PasteSource, TokenInput
+
+    text = "CRLF\r\nline 😀 東京\u00a0nbsp é\u0301 \ufeff" * (LARGE_PASTE // 25)
+    mime = QMimeData()
+    mime.setText(text)
+    assert not PasteSource.from_mime(mime).is_text  # the bytes route
+    editors = []
+    for paste in (lambda e: e.insertFromMimeData(mime), lambda e: e.paste_in_slices(text)):
+        editor = TokenInput()
+        qtbot.addWidget(editor)
+        paste(editor)
+        assert editor.pasting
+        qtbot.waitUntil(lambda e=editor: not e.pasting, timeout=60_000)
+        assert editor.mirror.text == raw_text(editor.document())
+        editors.append(editor)
+    assert editors[0].mirror.text == editors[1].mirror.text == text.replace("\r\n", "\n")
+    bom = QMimeData()
+    bom.setData("text/plain", b"\xff\xfea\x00")  # UTF-16 with a BOM: Qt's own decoding
+    assert PasteSource.from_mime(bom).is_text
