@@ -25,7 +25,7 @@ from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import (JobProgress, TensorPicker, TensorSource,
                                           demo_source, dequantize_blocks, dequantize_range,
                                           ensure_selection, export_button, fmt_bytes, has_tensors,
-                                          scaled, source_from_weights)
+                                          hidden_in_window, scaled, source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core.tensor import Layout
 
@@ -586,6 +586,7 @@ class LayoutView(QWidget):
         self.runner.finished.connect(self._values_done)
         self.runner.failed.connect(self._values_failed)
         self._build_ui()
+        self._stale = False   # a tensor was selected while this view was in a hidden tab
         session.weights_changed.connect(self._weights_changed)
         session.tensor_selected.connect(self.show_tensor)
         self._weights_changed(session.weights)
@@ -787,9 +788,15 @@ class LayoutView(QWidget):
             ensure_selection(self.session)
 
     def show_tensor(self, name: str) -> None:
-        """Show tensor `name` of the open weight file (also called on `tensor_selected`)."""
+        """Show tensor `name` of the open weight file (also called on `tensor_selected`).
+
+        In a hidden tab it waits until the view is shown (see showEvent).
+        """
         weights = self.session.weights
         if not has_tensors(weights) or not name:
+            return
+        if hidden_in_window(self):
+            self._stale = True
             return
         try:
             source = source_from_weights(weights, name)
@@ -798,6 +805,14 @@ class LayoutView(QWidget):
             return
         self.picker.set_current(name)
         self.set_source(source)
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Catch up with the tensor selected while hidden (computing it then would have
+        competed with the visible view for the GUI thread)."""
+        super().showEvent(event)
+        if self._stale:
+            self._stale = False
+            self.show_tensor(self.session.tensor)
 
     def set_source(self, source: TensorSource | None) -> None:
         """Show `source` (any tensor, e.g. one not in a file) with its row-major layout."""

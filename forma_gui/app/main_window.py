@@ -16,7 +16,7 @@ import logging
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMessageBox, QProgressBar,
                                QTabWidget, QVBoxLayout, QWidget)
@@ -213,6 +213,11 @@ class MainWindow(QMainWindow):
             self.session.set_tokenizer(opened.tokenizer, path)
         else:
             self.session.path = path
+        # the weight views react in a turn of the event loop of their own: together with
+        # the tokenizer views they kept the GUI thread busy for up to ~100 ms
+        QTimer.singleShot(0, self, lambda: self._on_loaded_weights(path, opened))
+
+    def _on_loaded_weights(self, path: str, opened: Opened) -> None:
         if opened.weights is not None or opened.tokenizer is not None:
             self.session.set_weights(opened.weights)
         if not _is_default(path):

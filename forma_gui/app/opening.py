@@ -12,6 +12,20 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+#: where GGUF keeps its vocabulary; a file without it has weights only
+GGUF_TOKENIZER_KEY = "tokenizer.ggml.model"
+#: what warms a new tokenizer up: over 64 different pre-tokens (the batch paths) of prose,
+#: code, digits, CJK, Cyrillic and emoji, like the Tokenize view's default text
+WARM_UP_TEXT = " ".join([
+    "Tokenizers don't see words: they see pieces. Here's how a model splits text,",
+    "including numbers like 1234567 and 3.14159, symbols such as € © ™ and URLs like",
+    "https://example.com/path?query=value&other=42#anchor.",
+    "def greet(name: str) -> str:\n    return f\"Hello, {name}!\"  # comment\n\t\tindented",
+    "東京は日本の首都です。 Привет, мир! Токенизация текста. Γειά σου κόσμε. مرحبا بالعالم",
+    "Emoji: 👩‍💻 and 👨‍👩‍👧 are ZWJ sequences; ☕ costs 3€. naïve café résumé Ångström",
+    "The quick brown fox jumps over the lazy dog; THE QUICK BROWN FOX, again and again.",
+])
+
 
 @dataclass
 class Opened:
@@ -33,14 +47,27 @@ def load_path(path: str) -> Opened:
             return _load_model_folder(p)
         return Opened(path, tokenizer=_load_tokenizer(p))
     if p.suffix == ".gguf" or _head(p, 4) == b"GGUF":
-        tokenizer = _load_tokenizer(p)
-        return Opened(path, tokenizer=tokenizer, weights=_open_weights(p))
+        return _load_gguf(p)
     if p.suffix == ".safetensors":
         weights = _open_weights(p)
         if weights is None:
             raise RuntimeError(f"{path}: safetensors support is not available in this build")
         return Opened(path, weights=weights)
     return Opened(path, tokenizer=_load_tokenizer(p))
+
+
+def _load_gguf(path: Path) -> Opened:
+    """Weights and tokenizer; a file without a vocabulary (a LoRA adapter, a vision
+    projector) opens as weights only, and the tokenizer that was open stays."""
+    weights = _open_weights(path)
+    if weights is not None and GGUF_TOKENIZER_KEY not in weights.metadata:
+        return Opened(str(path), weights=weights,
+                      note=f"Opened {path}: it has no vocabulary, the open tokenizer stays")
+    try:
+        return Opened(str(path), tokenizer=_load_tokenizer(path), weights=weights)
+    except BaseException:
+        close_unused(Opened(str(path), weights=weights))
+        raise
 
 
 def _load_model_folder(folder: Path) -> Opened:
@@ -60,7 +87,19 @@ def _load_model_folder(folder: Path) -> Opened:
 def _load_tokenizer(path: Path):
     import forma_gui
 
-    return forma_gui.load_tokenizer(path)
+    tokenizer = forma_gui.load_tokenizer(path)
+    _warm_up(tokenizer)
+    return tokenizer
+
+
+def _warm_up(tokenizer) -> None:
+    """Encode a sample once, here in the worker: tokenizers build lookup tables on first use,
+    and that first use would otherwise be the Tokenize view's, on the GUI thread (~40 ms for
+    a small vocabulary, far more for a 262k one)."""
+    try:
+        tokenizer.segment(WARM_UP_TEXT)
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot encode says so where it is used
+        log.debug("warming up %r failed", tokenizer, exc_info=True)
 
 
 def _open_weights(path: Path):

@@ -27,7 +27,7 @@ from forma_gui.app.tensor_support import (CopyableTableView, EnvelopeCurve, JobP
                                           TensorPicker,
                                           TensorSource, demo_source, dequantize_range,
                                           ensure_selection, export_button, fmt_float, has_tensors,
-                                          scaled, source_from_weights)
+                                          hidden_in_window, scaled, source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core import quant
 from forma_gui.core.ggml_types import GGML_TYPES, bits_per_weight
@@ -801,6 +801,7 @@ class QuantView(QWidget):
         self.runner.failed.connect(lambda tag, e: self.session.error_raised.emit(
             "Cannot read scales", f"{tag}: {e}"))
         self._build_ui()
+        self._stale = False   # a tensor was selected while this view was in a hidden tab
         session.weights_changed.connect(self._weights_changed)
         session.tensor_selected.connect(self.show_tensor)
         self._weights_changed(session.weights)
@@ -938,9 +939,12 @@ class QuantView(QWidget):
         self.show_tensor(name)     # also when the session already had it selected
 
     def show_tensor(self, name: str) -> None:
-        """Show tensor `name` of the open weight file."""
+        """Show tensor `name` of the open weight file; in a hidden tab, once it is shown."""
         weights = self.session.weights
         if not has_tensors(weights) or not name:
+            return
+        if hidden_in_window(self):
+            self._stale = True
             return
         if self.source is not None and self.source.name == name and self._weights is weights:
             return                      # already shown (e.g. selected again from another view)
@@ -952,6 +956,14 @@ class QuantView(QWidget):
         self.picker.set_current(name)
         self.set_source(source)
         self._weights = weights
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Catch up with the tensor selected while hidden (computing it then would have
+        competed with the visible view for the GUI thread)."""
+        super().showEvent(event)
+        if self._stale:
+            self._stale = False
+            self.show_tensor(self.session.tensor)
 
     def set_source(self, source: TensorSource | None) -> None:
         """Show any tensor source (a file tensor or the demo)."""

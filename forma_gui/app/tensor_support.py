@@ -10,6 +10,7 @@ costs at most one chunk and the GUI thread only ever receives finished results.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, Generator, Iterator
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QCompleter, QHBoxLayout, QLabel,
                                QProgressBar, QPushButton, QTableView, QTreeView, QWidget)
@@ -137,7 +138,22 @@ def default_tensor(weights: Any) -> str | None:
 
 
 def ensure_selection(session: Any) -> None:
-    """Select `default_tensor` when a weight file is open and no tensor is selected yet."""
+    """Select `default_tensor` when a weight file is open and no tensor is selected yet.
+
+    In the next event-loop turn: every tensor view follows the selection (tens of ms each),
+    and inside the weights_changed fan-out that would all add up in one turn of the GUI thread.
+    """
+    QTimer.singleShot(0, session, functools.partial(_select_default, session))
+
+
+def hidden_in_window(widget: QWidget) -> bool:
+    """Whether `widget` is in a hidden tab of a window that is on screen: its work can wait
+    until it is shown, so that opening a file computes only what the user sees. (A widget
+    that was never shown, as in tests, is not hidden in a window.)"""
+    return widget.window().isVisible() and not widget.isVisible()
+
+
+def _select_default(session: Any) -> None:
     if session.weights is not None and not session.tensor:
         name = default_tensor(session.weights)
         if name:

@@ -795,14 +795,21 @@ class TokenizeView(QWidget):
 
     # ---- the embedding panel (another helper's view), shown while weights are open ----------
     def _on_weights_changed(self, weights) -> None:
-        """Build the panel on first need: its import (pyqtgraph) is too slow for launch."""
-        if weights is not None:
-            self._ensure_embedding()
+        """Build the panel on first need: its import (pyqtgraph) is too slow for launch, and
+        building it (~40 ms) waits until this view is shown, or at least for a turn of the
+        event loop of its own, not on top of every other view's reaction to the file."""
+        if weights is not None and self._embedding is None and self.isVisible():
+            QTimer.singleShot(0, self, self._ensure_embedding)
         if self._embedding_box is not None:
             self._embedding_box.setVisible(weights is not None)
 
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if self.session.weights is not None and self._embedding is None:
+            QTimer.singleShot(0, self, self._ensure_embedding)
+
     def _ensure_embedding(self) -> None:
-        if self._embedding is not None:
+        if self._embedding is not None or self.session.weights is None:
             return
         module_name, class_name = EMBEDDING_VIEW.split(":")
         try:
