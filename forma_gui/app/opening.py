@@ -6,6 +6,7 @@ else a tokenizer.
 """
 from __future__ import annotations
 
+import errno
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ def load_path(path: str) -> Opened:
     """Load what `path` holds (runs in a worker): tokenizer and/or weights."""
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"{path}: no such file or folder")
+        raise FileNotFoundError(errno.ENOENT, "no such file or folder", path)
     if p.is_dir():
         if (p / "config.json").exists() or any(p.glob("*.safetensors")):
             return _load_model_folder(p)
