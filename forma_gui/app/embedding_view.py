@@ -19,6 +19,7 @@ from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import (TensorSource, dequantize_blocks, export_button,
                                           find_embedding_name, fmt_float, source_from_weights)
 from forma_gui.core import quant
+from forma_gui.errors import FormatError
 
 
 @dataclass
@@ -41,6 +42,7 @@ def embedding_row(source: TensorSource, token_id: int) -> EmbeddingRow:
         raise ValueError(f"{source.name} has shape {source.shape}, expected (vocab, dim)")
     if not 0 <= token_id < source.shape[0]:
         raise ValueError(f"token id {token_id} is outside {source.name}'s {source.shape[0]} rows")
+    source.verify()                                             # the file may have shrunk
     row = source.raw[token_id]                                  # zero-copy: one stored row
     values = dequantize_blocks(row, source.dtype)
     bpr = source.blocks_per_row
@@ -153,6 +155,10 @@ class EmbeddingPanel(QWidget):
             return
         try:
             row = embedding_row(self.source, int(token_id))
+        except FormatError as e:  # the file shrank while open: one error, through the window
+            self._clear()
+            self.session.error_raised.emit("Cannot read the embedding", str(e))
+            return
         except ValueError as e:
             self._clear()
             self.title.setText(str(e))

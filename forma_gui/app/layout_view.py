@@ -206,6 +206,7 @@ def _sampled_values(source: TensorSource, spec: SliceSpec
     step = max(1, (1 << 18) // bs)
     for i in range(0, blocks.size, step):
         yield i / blocks.size
+        source.verify()
         part = dequantize_blocks(stored[blocks[i:i + step]], source.dtype)
         deq[i:i + step] = part.reshape(-1, bs)
     return deq[inverse.reshape(offsets.shape), offsets % bs], (kr, kc)

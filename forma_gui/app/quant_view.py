@@ -31,6 +31,7 @@ from forma_gui.app.tensor_support import (CopyableTableView, EnvelopeCurve, JobP
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core import quant
 from forma_gui.core.ggml_types import GGML_TYPES, bits_per_weight
+from forma_gui.errors import FormatError
 
 #: formats of the requantize experiment, in the order they are shown
 REQUANT_FORMATS = ("Q8_0", "Q4_0", "Q4_1", "Q5_0")
@@ -105,6 +106,7 @@ def compute_scales(source: TensorSource) -> Generator[float, None, ScaleResult]:
     parts: dict[str, list[np.ndarray]] = {}
     for start in range(0, n, step):
         yield 0.9 * start / n
+        source.verify()
         for key, value in quant.block_scales(blocks[start:start + step], source.dtype).items():
             parts.setdefault(key, []).append(value)
     scales = {k: np.concatenate(v) for k, v in parts.items()}
@@ -825,6 +827,7 @@ class QuantView(QWidget):
 
         self.microscope = BlockMicroscope()
         self.requant = RequantizePanel()
+        self.requant.runner.failed.connect(self._requant_failed)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.microscope, "Block microscope")
         self.tabs.addTab(self.requant, "Requantize experiment")
@@ -1053,6 +1056,10 @@ class QuantView(QWidget):
         self.heat_marker.clear()
         self.heat_field.clear()
 
+    def _requant_failed(self, tag: Any, error: BaseException) -> None:
+        self.requant.source_label.setText("Requantizing failed.")
+        self.session.error_raised.emit("Cannot requantize", f"{tag[0]}: {error}")
+
     # -- blocks
     def open_block(self, index: int) -> BlockInfo | None:
         """Open block `index` (flat, along the tensor) in the microscope."""
@@ -1060,8 +1067,12 @@ class QuantView(QWidget):
         if s is None or not s.is_quantized:
             return None
         index = int(min(max(index, 0), s.n_blocks - 1))
+        try:
+            info = self.microscope.show_block(s, index)
+        except FormatError as e:  # the file shrank while open
+            self.session.error_raised.emit("Cannot read the block", str(e))
+            return None
         self.block = index
-        info = self.microscope.show_block(s, index)
         self.block_line.setValue(index)
         self.block_line.show()
         self._mark_block()

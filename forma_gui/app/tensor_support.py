@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, Iterator
 
 import numpy as np
 import pyqtgraph as pg
@@ -51,6 +51,18 @@ class TensorSource:
     raw: np.ndarray
     offset: int | None = None   # absolute file offset of the first byte; None in memory
     note: str = ""              # e.g. "demo tensor, quantized on the fly"
+    #: raises FormatError when the memory-mapped file behind `raw` shrank (see `verify`)
+    check: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+
+    def verify(self) -> None:
+        """FormatError if the file behind `raw` shrank since it was opened.
+
+        `raw` is a view of a memory map: touching a page past the end of a file that was
+        truncated meanwhile kills the process with SIGBUS. Every read of the data checks
+        first (`blocks`, `rows`, and each chunk of a dequantization).
+        """
+        if self.check is not None:
+            self.check()
 
     @property
     def n_elements(self) -> int:
@@ -91,11 +103,13 @@ class TensorSource:
 
     def blocks(self) -> np.ndarray:
         """The data as stored blocks: `(n_blocks, type_size)` uint8, or 1-D elements."""
+        self.verify()
         flat = self.raw.reshape(-1)
         return flat.reshape(-1, self.type_size) if self.is_quantized else flat
 
     def rows(self) -> np.ndarray:
         """Stored rows: `(n_rows, row_bytes)` for blocks, `(n_rows, row_length)` else."""
+        self.verify()
         return self.raw.reshape(self.n_rows, -1)
 
     @property
@@ -115,10 +129,13 @@ class TensorSource:
 
 
 def source_from_weights(weights: Any, name: str) -> TensorSource:
-    """The `TensorSource` of tensor `name` in an open `WeightFile` (zero-copy)."""
+    """The `TensorSource` of tensor `name` in an open `WeightFile` (zero-copy).
+
+    Its check is `WeightFile.raw` again, which checks the file's size before handing out a view.
+    """
     info = weights.tensor(name)
     return TensorSource(name, tuple(int(n) for n in info.shape), info.dtype, weights.raw(name),
-                        int(info.offset))
+                        int(info.offset), check=functools.partial(weights.raw, name))
 
 
 def default_tensor(weights: Any) -> str | None:
@@ -225,6 +242,7 @@ def dequantize_range(source: TensorSource, first_block: int, stop_block: int, *,
     out = np.empty(n * source.block_size, dtype=np.float32)
     for start in range(0, n, step):
         yield start / max(1, n)
+        source.verify()  # the file may have shrunk since the last chunk
         part = dequantize_blocks(blocks[start:start + step], source.dtype)
         out[start * source.block_size:start * source.block_size + part.size] = part
     return out
