@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QMessageBox, QP
 from forma_gui.app import configure_pyqtgraph
 from forma_gui.app.opening import Opened, close_unused, describe_error, load_path
 from forma_gui.app.state import Session
-from forma_gui.app.workers import LatestRunner
+from forma_gui.app.workers import LatestRunner, gc_paused
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ class MainWindow(QMainWindow):
         self._opening = path
         self.statusBar().showMessage(f"Opening {path}…")
         self.busy.show()
-        self._loader.submit(load_path, path, tag=path, on_discard=close_unused)
+        self._loader.submit(_load_paused, path, tag=path, on_discard=close_unused)
 
     def open_default(self) -> None:
         """Open the embedded GPT-2 vocabulary (what the app shows with no file)."""
@@ -213,6 +213,8 @@ class MainWindow(QMainWindow):
             self.session.set_tokenizer(opened.tokenizer, path)
         else:
             self.session.path = path
+        if not _is_default(path):
+            self._remember(path)  # now, not a turn later: once loading ends the file is open
         # the weight views react in a turn of the event loop of their own: together with
         # the tokenizer views they kept the GUI thread busy for up to ~100 ms
         QTimer.singleShot(0, self, lambda: self._on_loaded_weights(path, opened))
@@ -220,8 +222,6 @@ class MainWindow(QMainWindow):
     def _on_loaded_weights(self, path: str, opened: Opened) -> None:
         if opened.weights is not None or opened.tokenizer is not None:
             self.session.set_weights(opened.weights)
-        if not _is_default(path):
-            self._remember(path)
         self.statusBar().showMessage(opened.note or f"Opened {path}", 6000)
         self._update_status()
 
@@ -305,6 +305,13 @@ class MainWindow(QMainWindow):
         if paths:
             event.acceptProposedAction()
             self.open_path(paths[0])
+
+
+def _load_paused(path: str) -> Opened:
+    """load_path with the GC paused: a 262k-token vocabulary is millions of new objects,
+    and the collector's passes over them held the GIL for up to ~300 ms at a time."""
+    with gc_paused():
+        return load_path(path)
 
 
 def _module_exists(name: str) -> bool:
