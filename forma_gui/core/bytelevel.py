@@ -58,6 +58,8 @@ from forma_gui.core.byte_map import (
     BYTE_TO_UNICODE, bytes_to_pieces, bytes_to_unicode_str, pieces_to_bytes,
     unicode_str_to_bytes,
 )
+# a 262k vocabulary loads in slices: one C-level pass over it held the GIL for ~100 ms
+from forma_gui.core.slices import sliced_dict, sliced_map
 from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer
 
 #: entries per cache (chunks, pre-tokens, parts) before it is cleared
@@ -175,7 +177,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         if triples is None:  # some merge is malformed or unknown: find it (or skip the bad ones)
             triples = _merge_id_rows(merges, piece_ids, strict)
         ranks, lefts, rights, merged = triples
-        self._merges = dict(zip(_pack(lefts, rights, shift), _pack(ranks, merged, shift)))
+        self._merges = sliced_dict(_pack(lefts, rights, shift), _pack(ranks, merged, shift))
         self._merge_columns: tuple | None = (ranks, merged)
         self._merge_rank_map: dict[int, int] | None = None
         size = len(self._bytes)
@@ -243,7 +245,7 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     def _piece_id_map(self) -> dict[str, int]:
         if self._piece_ids is None:
-            piece_ids = dict(zip(self.pieces, range(len(self.pieces))))
+            piece_ids = sliced_dict(self.pieces, range(len(self.pieces)))
             piece_ids.pop("", None)
             self._piece_ids = piece_ids
         return self._piece_ids
@@ -659,20 +661,20 @@ def _merge_id_columns(merges: list, piece_ids: Mapping[str, int], pieces: list[s
     if not merges:
         return range(0), [], [], []
     if all(map(str.__instancecheck__, merges)):
-        merges = list(map(str.split, merges, repeat(" ")))
+        merges = sliced_map(str.split, merges, repeat(" "))
     if set(map(len, merges)) != {2}:
         return None
-    lefts, rights = list(map(itemgetter(0), merges)), list(map(itemgetter(1), merges))
+    lefts, rights = sliced_map(itemgetter(0), merges), sliced_map(itemgetter(1), merges)
     get = piece_ids.get
-    left_ids, right_ids = list(map(get, lefts)), list(map(get, rights))
+    left_ids, right_ids = sliced_map(get, lefts), sliced_map(get, rights)
     if None in left_ids or None in right_ids:
         return None
-    joined = list(map(str.__add__, lefts, rights))
+    joined = sliced_map(str.__add__, lefts, rights)
     first = get(joined[0])
     if first is not None and pieces[first:first + len(joined)] == joined:
         merged = range(first, first + len(joined))  # trained vocabularies list results in merge order
     else:
-        merged = list(map(get, joined))
+        merged = sliced_map(get, joined)
         if None in merged:
             return None
     return range(len(merges)), left_ids, right_ids, merged
