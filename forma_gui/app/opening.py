@@ -99,6 +99,9 @@ def _warm_up(tokenizer) -> None:
     a small vocabulary, far more for a 262k one)."""
     try:
         tokenizer.segment(WARM_UP_TEXT)
+        last = tokenizer.vocab_size - 1  # what the Vocabulary view asks of every row it paints
+        tokenizer.piece(last), tokenizer.token_bytes(last)
+        tokenizer.token_type(last), tokenizer.token_score(last)
     except Exception:  # noqa: BLE001 - a tokenizer that cannot encode says so where it is used
         log.debug("warming up %r failed", tokenizer, exc_info=True)
 

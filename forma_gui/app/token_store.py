@@ -96,10 +96,3 @@ class TokenStore(Sequence):
             return self.ids.index(token_id, start)
         except ValueError:
             return None
-
-
-def release(items: list) -> None:
-    """Empty a huge list a slice at a time: freeing millions of objects in one `del` is one
-    uninterruptible C call that holds the GIL (and so the GUI thread) for ~0.3 s."""
-    while items:
-        del items[-SLICE:]

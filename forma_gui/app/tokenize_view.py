@@ -31,7 +31,8 @@ from forma_gui.app import configure_pyqtgraph
 from forma_gui.app.palette import hue_index, token_color
 from forma_gui.app.text_mirror import TextMirror
 from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
-from forma_gui.app.token_store import TokenStore, release
+from forma_gui.app.token_store import TokenStore
+from forma_gui.core.slices import release
 from forma_gui.app.workers import LatestRunner, gc_paused
 from forma_gui.core.chunked import encode_steps
 from forma_gui.core.incremental import IncrementalEncoder, supports_edits

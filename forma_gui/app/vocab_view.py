@@ -9,6 +9,7 @@ texts and their bytes are joined into one string / bytes blob each, matched with
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from dataclasses import dataclass
 
 from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, Qt, QTimer
@@ -19,6 +20,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTab
 from forma_gui.app.palette import hue_index, token_color
 from forma_gui.app.token_canvas import CONTROL_PICTURES, hex_bytes
 from forma_gui.app.workers import LatestRunner
+from forma_gui.core.slices import sliced_array, sliced_join, sliced_map
 
 #: item-data roles as plain ints: data() runs for every visible cell and role, and
 #: comparing against the enum members costs ~1 µs each in PySide6
@@ -30,6 +32,7 @@ HANDLED = frozenset((DISPLAY, DECORATION, ALIGNMENT, FONT, TOOLTIP, USER))
 
 SEP = "\x00"              # joins pieces; never part of a query, so no match spans two pieces
 SEARCH_DEBOUNCE_MS = 120
+INDEX_DELAY_MS = 100      # the search index is built after the table's first paint
 VISIBLE = {ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"} | CONTROL_PICTURES
 
 
@@ -81,14 +84,15 @@ class VocabIndex:
         n = tokenizer.vocab_size
         self.tokenizer = tokenizer
         self.size = n
-        pieces = [tokenizer.piece(i) for i in range(n)]
-        data = [tokenizer.token_bytes(i) for i in range(n)]
-        texts = [d.decode("utf-8", "replace") for d in data]
+        # sliced_map: a slice at a time, pausing while the GUI thread paints (see workers)
+        pieces = sliced_map(tokenizer.piece, range(n))
+        data = sliced_map(tokenizer.token_bytes, range(n))
+        texts = sliced_map(bytes.decode, data, repeat("utf-8"), repeat("replace"))
         self.blobs = {name: _joined(strings) for name, strings in (
             ("piece", pieces), ("text", texts),
-            ("piece_lower", [p.lower() for p in pieces]), ("text_lower", [t.lower() for t in texts]))}
-        self.bytes_blob = b"".join(data)
-        self.bytes_starts = np.cumsum([0] + [len(d) for d in data], dtype=np.int64)
+            ("piece_lower", sliced_map(str.lower, pieces)), ("text_lower", sliced_map(str.lower, texts)))}
+        self.bytes_blob = sliced_join(b"", data)  # in slices: each pass over 262k items is one
+        self.bytes_starts = _starts(map(len, data), 0)  # GIL hold, and the GUI thread waits
 
     def search(self, query: Query):
         """Matching ids (int64 array): exact matches first, then the rest by id."""
@@ -140,8 +144,17 @@ def _joined(strings: list[str]):
     """One string of all items separated by SEP, and each item's start offset."""
     import numpy as np
 
-    starts = np.cumsum([0] + [len(s) + 1 for s in strings], dtype=np.int64)
-    return SEP.join(strings), starts
+    return sliced_join(SEP, strings), _starts(map(len, strings), 1)
+
+
+def _starts(lengths, gap: int):
+    """Start offsets (int64, one more than items) of items of these lengths, `gap` apart."""
+    import numpy as np
+
+    sizes = sliced_array(lengths, np.int64)
+    starts = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes + gap, out=starts[1:])
+    return starts
 
 
 class VocabModel(QAbstractTableModel):
@@ -308,9 +321,15 @@ class VocabView(QWidget):
         self._show_count()
         if tokenizer is not None:
             self.status.setText(f"{tokenizer.vocab_size:,} tokens · indexing for search…")
-            self._index_runner.submit(VocabIndex, tokenizer, tag=tokenizer)
+            # once the table has painted its first rows: indexing is seconds of Python for a
+            # 262k vocabulary, and a repaint competing with it for the GIL is far slower
+            QTimer.singleShot(INDEX_DELAY_MS, self, lambda: self._start_index(tokenizer))
         if self.search.text().strip():
             self._run_search()
+
+    def _start_index(self, tokenizer) -> None:
+        if tokenizer is self.model.tokenizer and self.index is None:
+            self._index_runner.submit(VocabIndex, tokenizer, tag=tokenizer)
 
     def _on_indexed(self, tokenizer, index: VocabIndex) -> None:
         if tokenizer is not self.session.tokenizer:

@@ -59,7 +59,8 @@ from forma_gui.core.byte_map import (
     unicode_str_to_bytes,
 )
 # a 262k vocabulary loads in slices: one C-level pass over it held the GIL for ~100 ms
-from forma_gui.core.slices import sliced_dict, sliced_map
+from forma_gui.core.slices import (SLICE, pause, release, sliced_all, sliced_array, sliced_dict,
+                                   sliced_join, sliced_map, sliced_set)
 from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer
 
 #: entries per cache (chunks, pre-tokens, parts) before it is cleared
@@ -177,7 +178,9 @@ class ByteLevelBPETokenizer(Tokenizer):
         if triples is None:  # some merge is malformed or unknown: find it (or skip the bad ones)
             triples = _merge_id_rows(merges, piece_ids, strict)
         ranks, lefts, rights, merged = triples
-        self._merges = sliced_dict(_pack(lefts, rights, shift), _pack(ranks, merged, shift))
+        keys, values = _pack(lefts, rights, shift), _pack(ranks, merged, shift)
+        self._merges = sliced_dict(keys, values)
+        release(keys, values, merges)  # our copies: freed in slices, not all at once on return
         self._merge_columns: tuple | None = (ranks, merged)
         self._merge_rank_map: dict[int, int] | None = None
         size = len(self._bytes)
@@ -657,27 +660,49 @@ def _decode_pieces(pieces: list[str]) -> tuple[list[bytes], set[int]]:
 
 
 def _merge_id_columns(merges: list, piece_ids: Mapping[str, int], pieces: list[str]):
-    """(ranks, left ids, right ids, merged ids) at C speed, or None if any merge is unusable."""
+    """(ranks, left ids, right ids, merged ids) at C speed, or None if any merge is unusable.
+
+    Every pass over the merges is sliced (core.slices), and so is freeing the temporary
+    lists: dropping half a million strings at once held the GIL for ~50 ms.
+    """
     if not merges:
         return range(0), [], [], []
-    if all(map(str.__instancecheck__, merges)):
-        merges = sliced_map(str.split, merges, repeat(" "))
-    if set(map(len, merges)) != {2}:
-        return None
-    lefts, rights = sliced_map(itemgetter(0), merges), sliced_map(itemgetter(1), merges)
-    get = piece_ids.get
-    left_ids, right_ids = sliced_map(get, lefts), sliced_map(get, rights)
-    if None in left_ids or None in right_ids:
-        return None
-    joined = sliced_map(str.__add__, lefts, rights)
-    first = get(joined[0])
-    if first is not None and pieces[first:first + len(joined)] == joined:
-        merged = range(first, first + len(joined))  # trained vocabularies list results in merge order
-    else:
-        merged = sliced_map(get, joined)
-        if None in merged:
+    temporaries: list[list] = []
+    try:
+        if sliced_all(str.__instancecheck__, merges):
+            merges = sliced_map(str.split, merges, repeat(" "))
+            temporaries.append(merges)
+        if sliced_set(len, merges) != {2}:
             return None
-    return range(len(merges)), left_ids, right_ids, merged
+        lefts, rights = sliced_map(itemgetter(0), merges), sliced_map(itemgetter(1), merges)
+        temporaries += (lefts, rights)
+        get = piece_ids.get
+        left_ids, right_ids = sliced_map(get, lefts), sliced_map(get, rights)
+        if None in left_ids or None in right_ids:
+            return None
+        joined = sliced_map(str.__add__, lefts, rights)
+        temporaries.append(joined)
+        first = get(joined[0])
+        if first is not None and _slice_equals(pieces, first, joined):
+            merged = range(first, first + len(joined))  # trained vocabularies list results in merge order
+        else:
+            merged = sliced_map(get, joined)
+            if None in merged:
+                return None
+        return range(len(merges)), left_ids, right_ids, merged
+    finally:
+        release(*temporaries)
+
+
+def _slice_equals(items: list, start: int, other: list) -> bool:
+    """items[start:start + len(other)] == other, a slice at a time."""
+    if start + len(other) > len(items):
+        return False
+    for i in range(0, len(other), SLICE):
+        pause()
+        if items[start + i:start + i + SLICE] != other[i:i + SLICE]:
+            return False
+    return True
 
 
 def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):
@@ -773,13 +798,14 @@ def _inner_triples(token_bytes: list[bytes]):
     """(65536 flags: the 2-byte tokens; a 2**24-bit set of byte triples found inside tokens)."""
     import numpy as np
 
-    lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
+    # in slices: one C pass over a 262k vocabulary held the GIL for ~20 ms
+    lengths = sliced_array(map(len, token_bytes), np.int64)
     twos = np.zeros(1 << 16, dtype=np.uint8)
     two = [t for t in token_bytes if len(t) == 2]
     if two:
         pair = np.frombuffer(b"".join(two), dtype=np.uint8).astype(np.int32).reshape(-1, 2)
         twos[pair[:, 0] << 8 | pair[:, 1]] = 1
-    data = np.frombuffer(b"".join(token_bytes), dtype=np.uint8).astype(np.int32)
+    data = np.frombuffer(sliced_join(b"", token_bytes), dtype=np.uint8).astype(np.int32)
     seen = np.zeros(1 << 24, dtype=bool)
     if len(data) > 2:
         codes = data[:-2] << 16 | data[1:-1] << 8 | data[2:]      # (n - 2,) every byte triple
@@ -796,8 +822,8 @@ def _inner_pairs(token_bytes: list[bytes]) -> bytes:
     """65536 flags: which byte pairs (a << 8 | b) occur next to each other inside some token."""
     import numpy as np
 
-    lengths = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
-    data = np.frombuffer(b"".join(token_bytes), dtype=np.uint8).astype(np.int32)
+    lengths = sliced_array(map(len, token_bytes), np.int64)  # in slices, as in _inner_triples
+    data = np.frombuffer(sliced_join(b"", token_bytes), dtype=np.uint8).astype(np.int32)
     codes = data[:-1] << 8 | data[1:]                    # (n_bytes - 1,) every neighbouring pair
     inside = np.ones(len(codes), dtype=bool)
     inside[np.cumsum(lengths)[:-1][lengths[:-1] > 0] - 1] = False  # pairs across two tokens
@@ -807,7 +833,8 @@ def _inner_pairs(token_bytes: list[bytes]) -> bytes:
 
 
 def _pack(high: Sequence[int], low: Sequence[int], shift: int) -> list[int]:
-    """[h << shift | l ...] for two equal-length int columns (numpy for long ones)."""
+    """[h << shift | l ...] for two equal-length int columns (numpy for long ones, a slice of
+    `SLICE` items per pass: one pass over a 262k vocabulary held the GIL for ~60 ms)."""
     if len(high) < 4096:
         return [h << shift | l for h, l in zip(high, low)]
     import numpy as np
@@ -817,7 +844,12 @@ def _pack(high: Sequence[int], low: Sequence[int], shift: int) -> list[int]:
             return np.arange(values.start, values.stop, values.step, dtype=np.int64)
         return np.fromiter(values, dtype=np.int64, count=len(values))
 
-    return (column(high) << shift | column(low)).tolist()
+    out: list[int] = []
+    for start in range(0, len(high), SLICE):
+        pause()
+        stop = start + SLICE
+        out += (column(high[start:stop]) << shift | column(low[start:stop])).tolist()
+    return out
 
 
 def _compile_all(pattern) -> list[regex.Pattern]:

@@ -5,19 +5,39 @@ C-level call: it holds Python's global lock for 50-150 ms, and while a worker th
 vocabulary that way the GUI thread, which needs the lock for every Python slot, freezes as
 long. The same passes over slices of `SLICE` items cost the same in total, and between two
 slices a thread waiting for the lock gets it (the interpreter hands it over at the loop).
+Between two slices `pause()` also calls the function given to `set_pause`: the app uses it
+to hold a worker back while the GUI thread is handling events.
 
 >>> sliced_map(str.upper, ["a", "b"])
 ['A', 'B']
 >>> sliced_dict(["a", "b", "a"], range(3))
 {'a': 2, 'b': 1}
+>>> sliced_join("-", ["a", "b", "c"])
+'a-b-c'
+>>> sliced_array(map(len, ["ab", "", "c"]), "int64").tolist()
+[2, 0, 1]
 """
 from __future__ import annotations
 
 from itertools import islice
 from typing import Any, Callable, Iterable
 
-#: items per C-level pass: a few milliseconds
-SLICE = 1 << 14
+#: items per C-level pass: about a millisecond (a thread waiting for the GIL waits as long)
+SLICE = 1 << 12
+
+_pause: Callable[[], None] | None = None
+
+
+def set_pause(fn: Callable[[], None] | None) -> None:
+    """Call `fn` between two slices (e.g. to let a busy GUI thread run first); None: nothing."""
+    global _pause
+    _pause = fn
+
+
+def pause() -> None:
+    """The point between two slices: calls the function given to `set_pause`, if any."""
+    if _pause is not None:
+        _pause()
 
 
 def sliced_map(fn: Callable[..., Any], *columns: Iterable[Any]) -> list[Any]:
@@ -25,10 +45,43 @@ def sliced_map(fn: Callable[..., Any], *columns: Iterable[Any]) -> list[Any]:
     iterators = [iter(c) for c in columns]
     out: list[Any] = []
     while True:
+        pause()
         before = len(out)
         out += map(fn, *(islice(it, SLICE) for it in iterators))
         if len(out) - before < SLICE:
             return out
+
+
+def sliced_all(fn: Callable[[Any], Any], items: list[Any]) -> bool:
+    """``all(map(fn, items))``, `SLICE` items per C-level pass."""
+    for i in range(0, len(items), SLICE):
+        pause()
+        if not all(map(fn, items[i:i + SLICE])):
+            return False
+    return True
+
+
+def sliced_set(fn: Callable[[Any], Any], items: list[Any]) -> set[Any]:
+    """``set(map(fn, items))``, `SLICE` items per C-level pass."""
+    out: set[Any] = set()
+    for i in range(0, len(items), SLICE):
+        pause()
+        out.update(map(fn, items[i:i + SLICE]))
+    return out
+
+
+def sliced_replace(text: str, old: str, new: str) -> str:
+    """``text.replace(old, new)`` for a one-character `old`, 16 * `SLICE` characters a pass."""
+    if len(old) != 1:  # a longer one could straddle two slices
+        raise ValueError(f"sliced_replace needs a one-character old, not {old!r}")
+    step = SLICE * 16
+    if len(text) <= step:
+        return text.replace(old, new)
+    parts = []
+    for i in range(0, len(text), step):
+        pause()
+        parts.append(text[i:i + step].replace(old, new))
+    return "".join(parts)
 
 
 def sliced_dict(keys: Iterable[Any], values: Iterable[Any]) -> dict[Any, Any]:
@@ -37,6 +90,7 @@ def sliced_dict(keys: Iterable[Any], values: Iterable[Any]) -> dict[Any, Any]:
     key_it, value_it = iter(keys), iter(values)
     out: dict[Any, Any] = {}
     while True:
+        pause()
         pairs = list(zip(islice(key_it, SLICE), islice(value_it, SLICE)))
         out.update(pairs)
         if len(pairs) < SLICE:
@@ -56,9 +110,44 @@ def sliced_split(text: str, sep: str) -> list[str]:
     parts: list[str] = []
     start = 0
     while True:
+        pause()
         cut = text.find(sep, start + step) if start + step < len(text) else -1
         if cut < 0:
             parts += text[start:].split(sep)
             return parts
         parts += text[start:cut].split(sep)
         start = cut + len(sep)
+
+
+def sliced_join(sep: Any, items: list[Any]) -> Any:
+    """``sep.join(items)`` for str or bytes, joined `SLICE` items at a time, then the joins."""
+    if len(items) <= SLICE:
+        return sep.join(items)
+    parts = []
+    for i in range(0, len(items), SLICE):
+        pause()
+        parts.append(sep.join(items[i:i + SLICE]))
+    return sep.join(parts)
+
+
+def sliced_array(values: Iterable[int], dtype: Any):
+    """``np.fromiter(values, dtype)``, `SLICE` items per pass (values may be an iterator)."""
+    import numpy as np
+
+    it = iter(values)
+    parts = []
+    while True:
+        pause()
+        part = np.fromiter(islice(it, SLICE), dtype=dtype)
+        parts.append(part)
+        if len(part) < SLICE:
+            return np.concatenate(parts) if len(parts) > 1 else part
+
+
+def release(*lists: list[Any]) -> None:
+    """Empty huge lists `SLICE` items at a time: freeing a few hundred thousand objects in one
+    `del` (or when the last reference goes) is one C call that holds the GIL for ~50 ms."""
+    for items in lists:
+        while items:
+            pause()
+            del items[-SLICE:]

@@ -35,7 +35,8 @@ from forma_gui.core.llama_pre import UnknownPreTokenizer, llama_pre_tokenizer
 from forma_gui.core.llama_tokenizers import (LlamaBPETokenizer, LlamaSPMTokenizer,
                                              LlamaUGMTokenizer)
 from forma_gui.core.llama_vocab import TYPE_ATTRS, ATTR_NORMAL, LlamaTokenizer, LlamaVocab
-from forma_gui.core.slices import sliced_dict, sliced_map, sliced_split
+from forma_gui.core.slices import (sliced_dict, sliced_join, sliced_map, sliced_replace, sliced_set,
+                                   sliced_split)
 from forma_gui.core.wordpiece import WordPieceTokenizer
 from forma_gui.errors import FormatError
 from forma_gui.formats.gguf import GGUFFile
@@ -269,11 +270,11 @@ def _merges_are_pairs_of_tokens(merges: Sequence[str], ids: dict[str, int]) -> b
         if text is None:
             return False
     else:
-        if set(map(methodcaller("count", " "), merges)) != {1}:
+        if sliced_set(methodcaller("count", " "), merges) != {1}:
             return False
-        text = "\0" + "\0".join(merges)
+        text = "\0" + sliced_join("\0", merges)
     # in slices, as _tokens: one pass over half a million parts held the GIL for ~70 ms
-    parts = sliced_split(text.replace(" ", "\0"), "\0")  # "", then left, right of each merge
+    parts = sliced_split(sliced_replace(text, " ", "\0"), "\0")  # "", then left, right of each merge
     return (len(parts) == 2 * len(merges) + 1
             and all(sliced_map(ids.__contains__, islice(parts, 1, None))))
 

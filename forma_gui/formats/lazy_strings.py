@@ -23,6 +23,8 @@ from typing import Any, overload
 
 import numpy as np
 
+from forma_gui.core.slices import pause
+
 #: arrays shorter than this are walked by the plain loop (numpy's per-call cost dominates)
 MIN_FAST_ITEMS = 64
 #: first and largest window scanned at once, in bytes; a window grows while the chain runs
@@ -34,6 +36,8 @@ SCALAR_BURST = 256
 #: items decoded per C-level pass when iterating
 ITER_CHUNK = 1 << 14
 SEPARATOR = "\x00"
+#: bytes decoded per call when many strings are decoded at once (~2 ms of the GIL each)
+DECODE_SLICE = 1 << 18
 
 
 def string_bounds(buf: Any, pos: int, n: int, end: int, order: str = "<") -> np.ndarray | None:
@@ -200,10 +204,16 @@ class LazyStrings(Sequence[str]):
         array([1, 0])
         """
         region = np.frombuffer(self._blob, dtype=np.uint8)
-        hits = np.flatnonzero(region == value)
-        owner = np.searchsorted(self._bounds, hits, side="right") - 1
-        inside = hits - self._bounds[owner] >= 8   # not a byte of the length field
-        return np.bincount(owner[inside], minlength=len(self))
+        counts = np.zeros(len(self), dtype=np.int64)
+        for lo in range(0, len(region), DECODE_SLICE):  # in slices: a few ms of the GIL each
+            pause()
+            hits = np.flatnonzero(region[lo:lo + DECODE_SLICE] == value) + lo
+            owner = np.searchsorted(self._bounds, hits, side="right") - 1
+            owner = owner[hits - self._bounds[owner] >= 8]   # not a byte of the length field
+            if len(owner):
+                first = int(owner[0])  # owners ascend: count into their span only
+                counts[first:int(owner[-1]) + 1] += np.bincount(owner - first)
+        return counts
 
     def nul_joined(self) -> str | None:
         """Every string with a NUL in front of each, decoded at once; None if a string
@@ -215,7 +225,9 @@ class LazyStrings(Sequence[str]):
         '\\x00a\\x00'
         """
         text = self._joined(0, len(self))
-        return text if text.count(SEPARATOR) == len(self) else None
+        step = DECODE_SLICE
+        nuls = sum(text.count(SEPARATOR, i, i + step) for i in range(0, len(text), step))
+        return text if nuls == len(self) else None
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LazyStrings) and other._order == self._order:
@@ -255,4 +267,15 @@ class LazyStrings(Sequence[str]):
         fields = bounds[:-1] - bounds[0]
         for k in range(7) if self._order == "<" else range(1, 8):
             keep[fields + k] = False
-        return region[keep].tobytes().decode("utf-8", "surrogateescape")
+        data = region[keep].tobytes()
+        # decoded in slices cut in front of a NUL (ASCII: no UTF-8 sequence spans it, so each
+        # slice decodes as its part of the whole): decoding 3 MB of merges in one call held
+        # the GIL for ~25 ms while a worker loaded a 262k vocabulary
+        parts, pos = [], 0
+        while pos < len(data):
+            pause()
+            cut = data.find(b"\0", pos + DECODE_SLICE) if pos + DECODE_SLICE < len(data) else -1
+            cut = len(data) if cut < 0 else cut
+            parts.append(data[pos:cut].decode("utf-8", "surrogateescape"))
+            pos = cut
+        return "".join(parts)

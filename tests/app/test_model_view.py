@@ -209,6 +209,8 @@ def test_metadata_model_is_lazy_for_huge_and_nested_arrays(qtmodeltester):
 
 def test_models_pass_qt_model_tester(qtmodeltester, view):
     view.planner.budget.setText("100 MB")
+    view.group_box.setChecked(True)  # the tree is filled once shown
+    assert view.tree_model.rowCount() == 31
     for model in (view.table_model, view.tree_model, view.totals_model,
                   view.planner.parts_model, view.tensorTable.model(), view.tensorTree.model()):
         qtmodeltester.check(model)

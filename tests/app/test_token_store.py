@@ -6,7 +6,8 @@ import dataclasses
 from hypothesis import given, settings, strategies as st
 
 from forma_gui.app import token_store
-from forma_gui.app.token_store import TokenStore, release
+from forma_gui.app.token_store import TokenStore
+from forma_gui.core.slices import release
 from tests.app._stub_tokenizer import StubTokenizer
 from tests.conftest import MAX_EXAMPLES
 

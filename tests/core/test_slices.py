@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from itertools import repeat
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -40,3 +41,39 @@ def test_sliced_split_equals_split(text, sep):
 def test_sliced_split_refuses_longer_separators():
     with pytest.raises(ValueError):
         slices.sliced_split("aaa", "aa")
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(items=st.lists(st.text(max_size=3), max_size=40), sep=st.sampled_from(["", "\x00", "ab"]))
+def test_sliced_join_equals_join(items, sep):
+    assert slices.sliced_join(sep, items) == sep.join(items)
+    data = [s.encode("utf-8") for s in items]
+    assert slices.sliced_join(sep.encode(), data) == sep.encode().join(data)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(values=st.lists(st.integers(-2**63, 2**63 - 1), max_size=40))
+def test_sliced_array_equals_fromiter(values):
+    out = slices.sliced_array(iter(values), np.int64)
+    assert out.dtype == np.int64 and out.tolist() == values
+
+
+def test_pack_in_slices_equals_shifted_or(monkeypatch):
+    from forma_gui.core import bytelevel
+
+    monkeypatch.setattr(bytelevel, "SLICE", 1000)
+    high, low = list(range(5000, 0, -1)), range(5000)
+    assert bytelevel._pack(high, low, 13) == [h << 13 | l for h, l in zip(high, low)]
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(items=st.lists(st.integers(-3, 3), max_size=40))
+def test_sliced_all_and_set_equal_builtins(items):
+    assert slices.sliced_all(bool, items) == all(map(bool, items))
+    assert slices.sliced_set(abs, items) == set(map(abs, items))
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(text=st.text(alphabet="ab \x00", max_size=200), new=st.sampled_from(["", "\x00", "xy"]))
+def test_sliced_replace_equals_replace(text, new):
+    assert slices.sliced_replace(text, " ", new) == text.replace(" ", new)  # 48-character passes

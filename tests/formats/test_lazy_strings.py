@@ -36,6 +36,7 @@ def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lazy_strings, "MAX_WINDOW", 256)
     monkeypatch.setattr(lazy_strings, "SCALAR_BURST", 3)
     monkeypatch.setattr(lazy_strings, "ITER_CHUNK", 5)
+    monkeypatch.setattr(lazy_strings, "DECODE_SLICE", 7)  # joined strings decode in many slices
 
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
