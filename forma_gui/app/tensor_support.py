@@ -23,7 +23,7 @@ from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QCompleter, QHBoxLayout, QLabel,
                                QProgressBar, QPushButton, QTableView, QTreeView, QWidget)
 
-from forma_gui.app.workers import LatestRunner
+from forma_gui.app.workers import LatestRunner, PaintMarksBusy
 # imported here, not in the worker: a first import inside a job holds the GIL for tens of ms
 from forma_gui.core import quant
 from forma_gui.core.ggml_types import GGML_TYPES
@@ -342,7 +342,7 @@ class _CopyMixin:
         super().keyPressEvent(event)
 
 
-class CopyableTableView(_CopyMixin, QTableView):
+class CopyableTableView(PaintMarksBusy, _CopyMixin, QTableView):
     """A QTableView whose Ctrl+C copies the selected rows as tab-separated text."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -353,7 +353,7 @@ class CopyableTableView(_CopyMixin, QTableView):
         self.verticalHeader().hide()
 
 
-class CopyableTreeView(_CopyMixin, QTreeView):
+class CopyableTreeView(PaintMarksBusy, _CopyMixin, QTreeView):
     """A QTreeView whose Ctrl+C copies the selected rows as tab-separated text."""
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import QAbstractScrollArea, QToolTip
 
 from forma_gui.app.palette import HUES, border_color, token_color, too_close
 from forma_gui.app.token_store import TokenStore
+from forma_gui.app.workers import mark_gui_busy
 
 N_HUES = len(HUES)
 CLOSE = [[too_close(a, b) for b in range(N_HUES)] for a in range(N_HUES)]
@@ -260,6 +261,7 @@ class TokenCanvas(QAbstractScrollArea):
 
     def _layout_slice(self) -> None:
         """Lay out tokens for a few milliseconds; reschedules itself until done."""
+        mark_gui_busy()  # a worker encoding meanwhile waits for this slice (see workers)
         place = self._place_fast if self.fast_layout else self._place_items
         first_line = len(self._line_item) - 1
         k = place(self._next_token, perf_counter() + SLICE_SECONDS)
@@ -573,6 +575,7 @@ class TokenCanvas(QAbstractScrollArea):
 
     # ---- painting ---------------------------------------------------------------------
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
+        mark_gui_busy()  # thousands of calls into Qt: a worker waits meanwhile (see workers)
         p = QPainter(self.viewport())
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         pal = self.palette()

@@ -33,7 +33,7 @@ from forma_gui.app.text_mirror import TextMirror
 from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
 from forma_gui.app.token_store import TokenStore
 from forma_gui.core.slices import release
-from forma_gui.app.workers import LatestRunner, gc_paused
+from forma_gui.app.workers import LatestRunner, gc_paused, mark_gui_busy
 from forma_gui.core.chunked import encode_steps
 from forma_gui.core.incremental import IncrementalEncoder, supports_edits
 
@@ -299,6 +299,7 @@ class TokenInput(QPlainTextEdit):
 
     def _paste_slice(self) -> None:
         cursor, source, done = self._paste
+        mark_gui_busy()  # a worker meanwhile waits for this slice (see workers)
         started = perf_counter()
         piece, end = source.take(done, self._chunk)
         cursor.joinPreviousEditBlock()

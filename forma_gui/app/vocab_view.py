@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTab
 
 from forma_gui.app.palette import hue_index, token_color
 from forma_gui.app.token_canvas import CONTROL_PICTURES, hex_bytes
-from forma_gui.app.workers import LatestRunner
+from forma_gui.app.workers import LatestRunner, PaintMarksBusy
 from forma_gui.core.slices import sliced_array, sliced_join, sliced_map
 
 #: item-data roles as plain ints: data() runs for every visible cell and role, and
@@ -157,6 +157,10 @@ def _starts(lengths, gap: int):
     return starts
 
 
+class VocabTable(PaintMarksBusy, QTableView):
+    """The vocabulary table: its repaints hold the search indexer back (see workers)."""
+
+
 class VocabModel(QAbstractTableModel):
     """id, piece, text, type, score/rank for every id in `rows` (all ids when rows is None)."""
 
@@ -291,7 +295,7 @@ class VocabView(QWidget):
         top.addWidget(self.search, 1)
         top.addWidget(self.status)
         self.model = VocabModel(self)
-        self.table = QTableView(self)
+        self.table = VocabTable(self)
         self.table.setObjectName("vocabTable")
         self.table.setModel(self.model)
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)

@@ -140,6 +140,7 @@ class _Relay(QObject):
 
     @Slot(object)
     def _done(self, result: Any) -> None:
+        mark_gui_busy()  # what the result is handed to runs now
         if self.worker.aborted and not self.deliver_cancelled:
             self._end(3)
         else:
@@ -215,7 +216,7 @@ def share_gil_with_gui() -> None:
 #: longest a worker waits for the GUI thread to finish its events before its next slice
 GUI_FIRST_MAX_WAIT_SECONDS = 0.03
 
-_gui_idle = threading.Event()   # set while the GUI thread's event loop waits for events
+_gui_idle = threading.Event()   # cleared by mark_gui_busy, set again by the next loop iteration
 _gui_idle.set()
 _watching: list = []            # the dispatcher connections, made once
 
@@ -225,12 +226,16 @@ def give_gui_priority() -> None:
 
     With two cores, a worker running Python gets the GIL every other switch interval, so a
     repaint that makes thousands of calls into Python (the token canvas, a table) takes two
-    to five times as long as on an idle machine: 16 ms of painting became 60-80 ms. The GUI
-    thread's event dispatcher says when it wakes up (`awake`) and when it is about to wait
-    (`aboutToBlock`); between the two, a worker reaching a slice boundary (`pause_for_gui`,
-    called by core.slices and between the steps of a generator job) waits until the GUI
-    thread is idle again, at most `GUI_FIRST_MAX_WAIT_SECONDS`, so a GUI that never rests
-    slows workers down but never stops them.
+    to five times as long as on an idle machine: 16 ms of painting became 60-80 ms.
+
+    Heavy GUI work says so: `mark_gui_busy()` at the start of a repaint of the token canvas
+    or a table, a slice of layout or paste, a worker's result being delivered. The mark lasts
+    until the event loop starts its next iteration (the dispatcher's `awake` and
+    `aboutToBlock`; Qt's glib and unix dispatchers emit them in different places relative to
+    the wait, but both before the next iteration's events). A worker reaching a slice
+    boundary meanwhile (`pause_for_gui`, called by core.slices and between the steps of a
+    generator job) waits until then, at most `GUI_FIRST_MAX_WAIT_SECONDS`: a GUI that never
+    rests slows workers down but never stops them.
     """
     if _watching:
         return
@@ -238,10 +243,25 @@ def give_gui_priority() -> None:
     if dispatcher is None or QThread.currentThread() is not QCoreApplication.instance().thread():
         return
     direct = Qt.ConnectionType.DirectConnection
-    dispatcher.awake.connect(_gui_idle.clear, direct)
+    dispatcher.awake.connect(_gui_idle.set, direct)
     dispatcher.aboutToBlock.connect(_gui_idle.set, direct)
     _watching.append(dispatcher)
     slices.set_pause(pause_for_gui)
+
+
+def mark_gui_busy() -> None:
+    """The GUI thread starts a stretch of heavy work (a repaint, a slice): workers pause at
+    their next slice boundary until this iteration of the event loop is over."""
+    _gui_idle.clear()
+
+
+class PaintMarksBusy:
+    """Mixin for a view whose repaint calls into Python many times (a model's data() per cell
+    and role): each repaint holds workers back (`mark_gui_busy`)."""
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
+        mark_gui_busy()
+        super().paintEvent(event)  # type: ignore[misc]
 
 
 def pause_for_gui() -> None:

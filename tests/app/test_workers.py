@@ -6,7 +6,7 @@ import time
 
 import pytest
 import shiboken6
-from PySide6.QtCore import QObject, QThread
+from PySide6.QtCore import QObject, Qt, QThread
 
 from forma_gui.app.workers import LatestRunner, gc_paused, run_in_thread
 
@@ -124,3 +124,57 @@ def test_gc_paused_restores_the_collector(nested):
                 assert not gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+def test_workers_wait_between_slices_while_the_gui_thread_is_busy(qtbot):
+    """give_gui_priority: a worker at a slice boundary waits while the GUI thread works on
+    something marked busy (a posted event, a timer's slice), goes on at once when the event
+    loop has moved on, and never waits longer than the limit."""
+    from PySide6.QtCore import QMetaObject, QTimer, Slot
+
+    from forma_gui.app import workers
+    from forma_gui.core import slices
+
+    workers.give_gui_priority()
+    assert slices._pause is workers.pause_for_gui
+    waits: dict[str, float] = {}
+
+    def timed_pause(label: str) -> None:
+        started = time.perf_counter()
+        slices.pause()  # what every sliced pass in core calls between two slices
+        waits[label] = time.perf_counter() - started
+
+    def busy(label: str) -> None:  # the GUI thread works for 60 ms, a worker pauses meanwhile
+        worker = threading.Thread(target=timed_pause, args=(label,))
+        worker.start()
+        time.sleep(0.06)
+        worker.join()
+
+    class Receiver(QObject):
+        @Slot()
+        def handle(self) -> None:  # a posted event, as a worker's result is
+            workers.mark_gui_busy()
+            busy("posted")
+
+    receiver = Receiver()
+    QMetaObject.invokeMethod(receiver, "handle", Qt.ConnectionType.QueuedConnection)
+    qtbot.waitUntil(lambda: "posted" in waits, timeout=5000)
+
+    def timer_slice() -> None:
+        workers.mark_gui_busy()
+        busy("timer")
+    QTimer.singleShot(0, timer_slice)
+    qtbot.waitUntil(lambda: "timer" in waits, timeout=5000)
+    # the GUI thread joined each worker before it could idle: the waits ended at the limit
+    for label in ("posted", "timer"):
+        assert 0.9 * workers.GUI_FIRST_MAX_WAIT_SECONDS <= waits[label] < 0.055, label
+
+    qtbot.wait(50)  # the event loop is waiting for events now
+    idle = threading.Thread(target=timed_pause, args=("idle",))
+    idle.start()
+    idle.join()
+    assert waits["idle"] < workers.GUI_FIRST_MAX_WAIT_SECONDS / 2
+    started = time.perf_counter()
+    workers.mark_gui_busy()
+    workers.pause_for_gui()  # on the GUI thread itself: never waits
+    assert time.perf_counter() - started < 0.01
