@@ -20,12 +20,14 @@
 from __future__ import annotations
 
 import threading
+from operator import methodcaller
 
 from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import LlamaPreTokenizer
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
                                         LlamaTokenizer, LlamaVocab, char_spans)
 from forma_gui.core.sentencepiece import FLT_MAX, ONE_CHAR_LEN, SPACE, f32, merge_by_score
+from forma_gui.core.slices import sliced_dict, sliced_map
 from forma_gui.core.tokenizer import MergeStep
 
 
@@ -342,17 +344,16 @@ class LlamaBPETokenizer(LlamaTokenizer):
         if self.vocab.scores is not None:
             return self.vocab.score(token_id)
         ranks = getattr(self, "_made_by", None)
-        if ranks is None:
-            from operator import methodcaller
-
-            made = map(methodcaller("replace", " ", "", 1), reversed(self.merges))
-            ranks = self._made_by = dict(zip(made, range(len(self.merges) - 1, -1, -1)))
+        if ranks is None:  # in slices: one pass over 262k merges would hold the GIL ~250 ms
+            made = sliced_map(methodcaller("replace", " ", "", 1), self.merges)
+            ranks = self._made_by = sliced_dict(reversed(made), range(len(made) - 1, -1, -1))
         return ranks.get(self.vocab.tokens[token_id])
 
     def _rank_table(self) -> dict[str, int]:
         """"left right" -> rank; the first listing wins, as std::unordered_map::emplace."""
         if self._ranks is None:
-            self._ranks = dict(zip(reversed(self.merges), range(len(self.merges) - 1, -1, -1)))
+            merges = sliced_map(str, self.merges)  # a list (LazyStrings decode in chunks)
+            self._ranks = sliced_dict(reversed(merges), range(len(merges) - 1, -1, -1))
         return self._ranks
 
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]:

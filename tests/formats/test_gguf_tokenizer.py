@@ -170,6 +170,20 @@ def _smol_text(missing: set[int]):
     return st.text(alphabet)
 
 
+def test_smollm2_token_score_is_the_rank_of_the_first_merge_making_it(smol):
+    """What the Vocabulary view shows in its rank column, from the file's merges list."""
+    tok = smol[0]
+    with GGUFFile(data_file(*SMOL), read_tensors=False) as g:
+        merges = list(g.metadata["tokenizer.ggml.merges"])
+    first: dict[str, int] = {}
+    for rank, merge in enumerate(merges):
+        left, right = merge.split(" ")
+        first.setdefault(left + right, rank)
+    ids = list(range(0, tok.vocab_size, 97)) + [tok.vocab_size - 1]
+    assert [tok.token_score(i) for i in ids] == [first.get(tok.piece(i)) for i in ids]
+    assert sum(tok.token_score(i) is not None for i in ids) > len(ids) // 2
+
+
 def test_smollm2_equals_hf_on_corpus(smol):
     tok, hf, missing = smol
     assert len(missing) == 21 and {0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1} < missing
