@@ -87,8 +87,13 @@ def sliced_replace(text: str, old: str, new: str) -> str:
 def sliced_dict(keys: Iterable[Any], values: Iterable[Any]) -> dict[Any, Any]:
     """``dict(zip(keys, values))``, `SLICE` items per C-level pass: a repeated key keeps its
     last value, as in dict()."""
-    key_it, value_it = iter(keys), iter(values)
     out: dict[Any, Any] = {}
+    if isinstance(keys, (list, range)) and isinstance(values, (list, range)):
+        for i in range(0, min(len(keys), len(values)), SLICE):  # no list of pairs in between
+            pause()
+            out.update(zip(keys[i:i + SLICE], values[i:i + SLICE]))
+        return out
+    key_it, value_it = iter(keys), iter(values)
     while True:
         pause()
         pairs = list(zip(islice(key_it, SLICE), islice(value_it, SLICE)))

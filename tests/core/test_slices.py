@@ -27,9 +27,11 @@ def test_sliced_map_equals_list_map(a, b):
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
 @given(keys=st.lists(st.text(max_size=2), max_size=40), n=st.integers(0, 45))
 def test_sliced_dict_equals_dict_zip(keys, n):
-    out = slices.sliced_dict(keys, range(n))
-    assert out == dict(zip(keys, range(n)))
-    assert list(out) == list(dict(zip(keys, range(n))))  # the same order too
+    expected = dict(zip(keys, range(n)))
+    for out in (slices.sliced_dict(keys, range(n)), slices.sliced_dict(iter(keys), iter(range(n))),
+                slices.sliced_dict(keys, list(range(n)))):
+        assert out == expected
+        assert list(out) == list(expected)  # the same order too
 
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
