@@ -24,12 +24,16 @@ from itertools import repeat
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from forma_gui.core.slices import pause
+
 #: larger than any rank (or packed rank) that can occur
 NO_RANK = 1 << 62
 #: bytes -> the one-byte bytes object, without allocating
 SINGLE_BYTES = [bytes([b]) for b in range(256)]
 #: pieces at least this long use the heap variants
 LONG_PIECE = 192
+#: tokens per numpy pass in `ranked_pairs` (~2 ms each; other threads run in between)
+RANKED_SLICE = 1 << 14
 
 PairRank = Callable[[bytes, bytes], "int | None"]
 
@@ -260,16 +264,16 @@ class PairTable:
         self.bits = max(int(4 * len(keys)).bit_length(), 4)  # load factor at most 1/4: short probes
         self.keys = np.full(1 << self.bits, -1, dtype=np.int64)
         self.values = np.full(1 << self.bits, BATCH_NO, dtype=np.int64)
+        values = np.asarray(values, dtype=np.int64)
         pending, slots = np.arange(len(keys)), self._slots(keys)
+        owner = np.full(1 << self.bits, -1, dtype=np.int64)  # which pending key claimed a slot
         while len(pending):
             free = self.keys[slots] == -1
-            winners = np.unique(slots[free], return_index=True)[1]  # one key per free slot
-            chosen = np.flatnonzero(free)[winners]
+            owner[slots[free]] = pending[free]  # of several keys after one free slot, one wins
+            chosen = free & (owner[slots] == pending)
             self.keys[slots[chosen]] = keys[pending[chosen]]
             self.values[slots[chosen]] = values[pending[chosen]]
-            rest = np.ones(len(pending), dtype=bool)
-            rest[chosen] = False
-            pending, slots = pending[rest], (slots[rest] + 1) & ((1 << self.bits) - 1)
+            pending, slots = pending[~chosen], (slots[~chosen] + 1) & ((1 << self.bits) - 1)
 
     def _slots(self, keys):
         import numpy as np
@@ -376,8 +380,83 @@ def ranked_pairs(token_bytes: Sequence[bytes], ranks: Mapping[bytes, int], shift
     """The id-space merges of a tiktoken rank table as (keys, values) arrays for a PairTable.
 
     With ranks, ``left + right`` merges whenever the concatenation has a rank, so every token
-    contributes one entry per way of splitting it into two tokens.
+    contributes one entry per way of splitting it into two tokens. `token_bytes[i]` is the
+    token of rank i (b"" where no token has it). Found with numpy: every prefix and suffix of
+    every token is looked up by a polynomial hash of its bytes, and each hit is then checked
+    byte for byte, so a hash collision cannot add a wrong merge (and if two tokens' hashes
+    collide, `ranked_pairs_reference` does the work). Equal to it as a set of entries.
     """
+    import numpy as np
+
+    lens = np.fromiter(map(len, token_bytes), dtype=np.int64, count=len(token_bytes))
+    data = np.frombuffer(b"".join(token_bytes), dtype=np.uint8)
+    starts = np.cumsum(lens) - lens
+    span_hash = _span_hasher(data)
+    filled = np.flatnonzero(lens)
+    token_hash = span_hash(starts[filled], starts[filled] + lens[filled])
+    ordered = np.sort(token_hash)
+    if (ordered[1:] == ordered[:-1]).any():
+        return ranked_pairs_reference(token_bytes, ranks, shift)
+    by_hash = PairTable(token_hash, filled)
+    keys, values = [], []
+    for first in range(0, len(lens), RANKED_SLICE):  # a few ms per slice, then other threads
+        pause()
+        block = np.arange(first, min(first + RANKED_SLICE, len(lens)))
+        left, right, token = _two_token_splits(block, data, starts, lens, span_hash, by_hash)
+        keys.append(left << shift | right)
+        values.append(token << shift | token)
+    return np.concatenate(keys), np.concatenate(values)
+
+
+def _two_token_splits(block, data, starts, lens, span_hash, by_hash):
+    """(left, right, token) for every split of a token of `block` into two tokens (numpy)."""
+    import numpy as np
+
+    cuts = np.maximum(lens[block] - 1, 0)                           # (tokens,) ways to split each
+    token = np.repeat(block, cuts)                                  # (splits,)
+    cut = np.arange(len(token)) - np.repeat(np.cumsum(cuts) - cuts, cuts) + 1
+    begin = starts[token]
+    left = by_hash.get(span_hash(begin, begin + cut))               # the rank of the prefix's hash
+    ok = np.flatnonzero(left != BATCH_NO)
+    token, cut, begin, left = token[ok], cut[ok], begin[ok], left[ok]
+    right = by_hash.get(span_hash(begin + cut, begin + lens[token]))
+    ok = np.flatnonzero((right != BATCH_NO) & (lens[left] == cut))
+    token, cut, left, right = token[ok], cut[ok], left[ok], right[ok]
+    same = _same_bytes(data, starts[left], starts[token], cut) & _same_bytes(
+        data, starts[right], starts[token] + cut, lens[token] - cut)
+    return left[same], right[same], token[same]
+
+
+def _span_hasher(data):
+    """A function (begins, ends) -> 64-bit polynomial hashes of data[begin:end] (numpy)."""
+    import numpy as np
+
+    base = 0x9E3779B97F4A7C15 | 1                                   # odd: invertible mod 2**64
+    powers, inverse = np.ones((2, len(data) + 1), dtype=np.uint64)  # base**k, base**-k
+    np.cumprod(np.full(len(data), base, dtype=np.uint64), out=powers[1:])
+    np.cumprod(np.full(len(data), pow(base, -1, 1 << 64), dtype=np.uint64), out=inverse[1:])
+    prefix = np.zeros(len(data) + 1, dtype=np.uint64)
+    np.cumsum((data.astype(np.uint64) + np.uint64(1)) * powers[:-1], out=prefix[1:])
+
+    def span_hash(begins, ends):  # 63 bits: PairTable keys are >= 0
+        return (((prefix[ends] - prefix[begins]) * inverse[begins]) & np.uint64((1 << 63) - 1)).astype(np.int64)
+
+    return span_hash
+
+
+def _same_bytes(data, a_starts, b_starts, lengths):
+    """For each k: data[a_starts[k]:+lengths[k]] == data[b_starts[k]:+lengths[k]] (numpy)."""
+    import numpy as np
+
+    offsets = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    differ = data[np.repeat(a_starts, lengths) + offsets] != data[np.repeat(b_starts, lengths) + offsets]
+    bad = np.zeros(len(lengths), dtype=bool)
+    bad[np.repeat(np.arange(len(lengths)), lengths)[differ]] = True
+    return ~bad
+
+
+def ranked_pairs_reference(token_bytes: Sequence[bytes], ranks: Mapping[bytes, int], shift: int):
+    """`ranked_pairs`, one token at a time with the rank dict (the slow, readable definition)."""
     import numpy as np
 
     get = ranks.get

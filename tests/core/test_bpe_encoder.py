@@ -165,3 +165,45 @@ def test_merge_batch_on_real_ranks_equals_merge_ranked(r50k):
     units = [r50k[bytes([b])] for b in range(256)]
     expected = [[r50k[s] for s in bpe.merge_ranked(p, r50k)] for p in pieces]
     assert _batch(pieces, units, table, shift) == expected
+
+
+# ---- ranked_pairs: the numpy search against the readable one ---------------------------------
+
+def _entries(keys_values) -> set[tuple[int, int]]:
+    keys, values = keys_values
+    return set(zip(keys.tolist(), values.tolist()))
+
+
+def test_ranked_pairs_on_real_ranks_equals_reference(r50k):
+    shift = max(len(r50k), 2).bit_length()
+    fast = bpe.ranked_pairs(list(r50k), r50k, shift)
+    assert len(fast[0]) == len(_entries(fast)) > 100_000  # no entry twice
+    assert _entries(fast) == _entries(bpe.ranked_pairs_reference(list(r50k), r50k, shift))
+
+
+def _weak_hasher(data):
+    """A hash that collides all the time: (length, first byte). Tokens that share it make
+    ranked_pairs fall back to the reference; substrings that share a token's must be caught
+    by the byte-for-byte check."""
+    import numpy as np
+
+    return lambda begins, ends: ((ends - begins) << 8 | data[begins].astype(np.int64)).astype(np.int64)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=6).map(lambda b: bytes(x % 3 for x in b)), max_size=40, unique=True),
+       st.randoms(use_true_random=False), st.booleans())
+def test_ranked_pairs_equals_reference(tokens, rng, weak):
+    # tokens over three byte values (\x00 among them) in any rank order, with unused ranks
+    ranked = [bytes([b]) for b in range(3)] + [t for t in tokens if len(t) > 1] + [b""] * 3
+    rng.shuffle(ranked)
+    ranks = {token: rank for rank, token in enumerate(ranked) if token}
+    shift = max(len(ranked), 2).bit_length()
+    expected = _entries(bpe.ranked_pairs_reference(ranked, ranks, shift))
+    original = bpe._span_hasher
+    try:
+        if weak:
+            bpe._span_hasher = _weak_hasher
+        assert _entries(bpe.ranked_pairs(ranked, ranks, shift)) == expected
+    finally:
+        bpe._span_hasher = original

@@ -206,3 +206,57 @@ def test_rank_table_batches_equal_plain_merging(monkeypatch):
     expected = [i for p, w in zip(pieces, whole) for i in ([w] if w is not None else tok._merge(p.encode()))]
     assert tok.encode(text) == expected
     assert tok._batch  # the batch path ran
+
+
+def _plain(tok: ByteLevelBPETokenizer, text: str) -> list[int]:
+    """The slow path: every pre-token looked up whole (where the library does) or merged."""
+    prepared = tok.prepare(text)
+    pieces = [prepared[s:e].encode() for s, e in tok.pre_tokenize(prepared)]
+    whole = [tok._encoder.get(p) if tok._ignore_merges else None for p in pieces]
+    return [i for p, w in zip(pieces, whole) for i in ([w] if w is not None else tok._merge(p))]
+
+
+@pytest.mark.parametrize("first, last", [("Привет", " end  "), ("start", " конец  "), ("x", " y"),
+                                         ("  漢字", "\n"), ("ok", " ok")])
+def test_cold_batch_with_ascii_and_other_chunks_equals_plain_merging(gpt2, r50k, first, last):
+    # The missing chunks are pre-tokenized in two groups (ASCII through the `re` twin, the
+    # rest through `regex`); the text's first chunk (no leading space) and last one (may end
+    # in spaces) must each lead or end its own group, whichever that is.
+    rng = random.Random(8)
+    words = ["".join(rng.choice("abcXYZ09'.,;-дежз中文") for _ in range(rng.randint(1, 9)))
+             for _ in range(3 * bytelevel.BATCH)]
+    text = first + " " + " ".join(words) + last
+    for tok in (gpt2, r50k):
+        tok.clear_cache()
+        assert tok.encode(text) == _plain(tok, text)
+        assert tok.encode(text) == _plain(tok, text)  # warm
+        prepared = tok.prepare(text)
+        assert [i for s, e in tok.pre_tokenize(prepared) for i in tok.encode_pretoken(prepared[s:e])] \
+            == _plain(tok, text)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=12).map(lambda b: bytes(x % 3 for x in b))  # many repeats
+                | st.binary(min_size=1, max_size=10), min_size=1, max_size=60))
+def test_distinct_parts_equal_a_set_of_byte_strings(parts):
+    import numpy as np
+
+    joined = b"".join(parts)
+    starts = np.cumsum([0, *map(len, parts)])[:-1]
+    distinct, which = bytelevel._distinct_parts(joined, starts)
+    assert len(set(distinct)) == len(distinct) == len(set(parts))
+    assert [distinct[k] for k in which.tolist()] == parts
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 1 << 20), max_size=4), min_size=1, max_size=10), st.data())
+def test_gather_runs_and_packed_ids(runs, data):
+    import numpy as np
+
+    which = data.draw(st.lists(st.integers(0, len(runs) - 1), max_size=20))
+    flat = np.array([i for run in runs for i in run], dtype=np.int64)
+    ids, lengths = bytelevel._gather_runs(flat, np.array([len(r) for r in runs]), np.array(which, dtype=np.int64))
+    assert ids.tolist() == [i for k in which for i in runs[k]]
+    assert lengths.tolist() == [len(runs[k]) for k in which]
+    packed = [bytelevel.pack_ids(run) for run in runs]
+    assert bytelevel.unpack_ids(b"".join(packed)) == [i for run in runs for i in run]

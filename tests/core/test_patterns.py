@@ -77,3 +77,37 @@ def test_space_cut_examples():
     assert pats.chunk_at_spaces("") == [""]
     assert pats.chunk_at_spaces(" x") == [" x"]
     assert pats.chunk_at_spaces("  a b\ufffd\uffff c") == ["  a", " b\ufffd\uffff", " c"]
+
+
+# ASCII text that exercises every alternative: contractions in both cases, letters, digits,
+# punctuation, each ASCII whitespace and the \x1c..\x1f separators `re`'s \s would take.
+_ASCII = st.sampled_from(list("'sdmtlverSDMTLVEaZ09.-/_ \t\n\r\x0b\x0c\x1c\x1f\x00\x7f"))
+_ASCII_TEXT = st.lists(_ASCII, max_size=40).map("".join) | st.text(st.characters(max_codepoint=127), max_size=40)
+
+
+@pytest.mark.parametrize("source", sorted(pats.ASCII_PATTERNS))
+@settings(max_examples=MAX_EXAMPLES)
+@given(text=_ASCII_TEXT)
+def test_ascii_twin_equals_the_pattern_on_ascii_text(source, text):
+    assert pats.ascii_pattern(source).findall(text) == pats.compile_pattern(source).findall(text)
+
+
+@pytest.mark.parametrize("source", sorted(pats.ASCII_PATTERNS))
+def test_ascii_twin_on_every_pair_and_triple_of_ascii_characters(source):
+    # every ASCII character next to every other, and every triple of a smaller set
+    chars = [chr(c) for c in range(128)]
+    pairs = "|".join(a + b for a in chars for b in chars)
+    some = "'sStT aA0.\n\r\t\x0b"
+    triples = "|".join(a + b + c for a in some for b in some for c in some)
+    for text in (pairs, triples, "".join(chars)):
+        assert pats.ascii_pattern(source).findall(text) == pats.compile_pattern(source).findall(text)
+
+
+def test_ascii_classes_are_the_unicode_ones_restricted_to_ascii():
+    import regex
+
+    chars = [chr(c) for c in range(128)]
+    assert "".join(c for c in chars if regex.match(r"\p{L}", c)) == "".join(c for c in chars if c.isalpha())
+    assert "".join(c for c in chars if regex.match(r"\p{N}", c)) == "0123456789"
+    assert "".join(c for c in chars if regex.match(r"\s", c)) == "\t\n\x0b\x0c\r "
+    assert pats.ascii_pattern("no such pattern") is None
