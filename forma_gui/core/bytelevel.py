@@ -47,8 +47,8 @@ import gc
 import unicodedata
 from array import array
 from contextlib import contextmanager
-from itertools import accumulate, chain, count, filterfalse, repeat
-from operator import itemgetter, lshift, or_
+from itertools import compress, count, filterfalse, repeat
+from operator import is_, is_not, itemgetter, lshift, or_
 from typing import Iterable, Mapping, Sequence
 
 import regex
@@ -229,7 +229,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self.add_prefix_space = add_prefix_space
         self._piece_cache: dict[str, tuple[int, ...]] = {}
         self._chunk_cache: dict[str, tuple[int, ...]] = {}
-        self._segment_cache: dict[bytes, tuple[int, ...]] = {}
+        self._segment_cache: dict[bytes, bytes] = {}  # part -> packed ids
         self._pairs: bytes | None = None
         self._triples = None
         self._batch: tuple | None = None
@@ -392,13 +392,13 @@ class ByteLevelBPETokenizer(Tokenizer):
             cache.clear()
         with _gc_paused():
             if len(missing) < BATCH:
-                cache.update((chunk, pack_ids(self._encode_chunk(chunk))) for chunk in missing)
+                cache.update(zip(missing, map(self._packed_chunk, missing)))
             else:
                 self._fill_chunks(missing, chunks[0], chunks[-1])
         try:
             return unpack_ids(b"".join(map(cache.__getitem__, chunks)))
         except KeyError:  # another thread cleared the cache in between
-            return [i for chunk in chunks for i in self._encode_chunk(chunk)]
+            return unpack_ids(b"".join(map(self._packed_chunk, chunks)))
 
     def _fill_chunks(self, missing: set[str], first: str, last: str) -> None:
         """Encode the missing chunks with one regex pass over all of them, then slice.
@@ -445,9 +445,9 @@ class ByteLevelBPETokenizer(Tokenizer):
             pieces += finder.findall("".join(group)) if group else []
         return order, pieces
 
-    def _encode_chunk(self, chunk: str) -> list[int]:
-        packed = self._packed_pretoken
-        return unpack_ids(b"".join([packed(piece) for piece in self._patterns[0].findall(chunk)]))
+    def _packed_chunk(self, chunk: str) -> bytes:
+        """The packed ids of one chunk, pre-token by pre-token (few new chunks, or a fallback)."""
+        return b"".join(map(self._packed_pretoken, self._patterns[0].findall(chunk)))
 
     def clear_cache(self) -> None:
         """Forget cached pre-token and chunk encodings (benchmarks measure cold starts with it)."""
@@ -474,11 +474,11 @@ class ByteLevelBPETokenizer(Tokenizer):
             part = data[start:end]
             ids = get(part)
             if ids is None:
-                ids = tuple(self._merge(part))
+                ids = pack_ids(self._merge(part))
                 if len(self._segment_cache) >= CACHE_LIMIT:
                     self._segment_cache.clear()
                 self._segment_cache[part] = ids
-            out += ids
+            out += memoryview(ids).cast(ID_CODE)
         return out
 
     def _cuts(self, data: bytes) -> list[int]:
@@ -513,12 +513,12 @@ class ByteLevelBPETokenizer(Tokenizer):
         datas = _utf8_all(pieces)
         if self._ignore_merges:
             whole = list(map(self._encoder.get, datas))
-            found = [t for t in whole if t is not None]
-            if found:
-                cache.update(zip([p for p, t in zip(pieces, whole) if t is not None],
-                                 _split_bytes(pack_ids(found), range(ID_SIZE, ID_SIZE * (len(found) + 1), ID_SIZE))))
-            pieces = [p for p, t in zip(pieces, whole) if t is None]
-            datas = [d for d, t in zip(datas, whole) if t is None]
+            found = list(map(is_not, whole, repeat(None)))
+            ids = list(compress(whole, found))
+            packed = _split_bytes(pack_ids(ids), range(ID_SIZE, ID_SIZE * (len(ids) + 1), ID_SIZE))
+            cache.update(zip(compress(pieces, found), packed))
+            rest = list(map(is_, whole, repeat(None)))
+            pieces, datas = list(compress(pieces, rest)), list(compress(datas, rest))
         if not pieces:
             return
         joined = b"".join(datas)
@@ -526,14 +526,14 @@ class ByteLevelBPETokenizer(Tokenizer):
         starts, bounds = _cut_spans(joined, lengths, self._triple_table())
         distinct, which = _distinct_parts(joined, starts)
         part_ids = self._part_ids(distinct)
-        counts = np.fromiter(map(len, part_ids), dtype=np.int64, count=len(part_ids))
-        flat = np.fromiter(chain.from_iterable(part_ids), dtype=np.uintc, count=int(counts.sum()))
+        counts = np.fromiter(map(len, part_ids), dtype=np.int64, count=len(part_ids)) // ID_SIZE
+        flat = np.frombuffer(b"".join(part_ids), dtype=np.uintc)
         ids, id_counts = _gather_runs(flat, counts, which)  # the ids of every part, in order
         id_ends = np.cumsum(id_counts)[bounds[1:] - 1]          # (pieces,) where each piece's ids end
         cache.update(zip(pieces, _split_bytes(ids.tobytes(), (id_ends * ID_SIZE).tolist())))
 
-    def _part_ids(self, parts: list[bytes]) -> list[tuple[int, ...]]:
-        """The ids of each part, merging each distinct part once (cached)."""
+    def _part_ids(self, parts: list[bytes]) -> list[bytes]:
+        """The packed ids of each part, merging each distinct part once (cached)."""
         known = self._segment_cache
         if len(known) + len(parts) > CACHE_LIMIT:
             known.clear()
@@ -542,23 +542,26 @@ class ByteLevelBPETokenizer(Tokenizer):
             known.update(zip(new, self._merge_many(new)))
         else:
             for part in new:
-                known[part] = tuple(self._merge(part))
+                known[part] = pack_ids(self._merge(part))
         return list(map(known.__getitem__, parts))
 
-    def _merge_many(self, datas: list[bytes]) -> list[tuple[int, ...]]:
-        """`_merge` of each byte string, the short ones together with `merge_batch` (numpy)."""
+    def _merge_many(self, datas: list[bytes]) -> list[bytes]:
+        """`_merge` of each byte string, packed; the short ones together with `merge_batch` (numpy)."""
         import numpy as np
 
         table, byte_ids, byte_pairs = self._batch_table()
         lengths = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
         short = (lengths > 0) & (lengths <= BATCH_PIECE)
-        batch = [d for d, ok in zip(datas, short.tolist()) if ok]
-        data = np.frombuffer(b"".join(batch), dtype=np.uint8)                 # (bytes,)
+        flags = short.tolist()
+        data = np.frombuffer(b"".join(compress(datas, flags)), dtype=np.uint8)  # (bytes,)
         pairs = np.empty(len(data), dtype=np.int64)
         pairs[:-1] = byte_pairs[data[:-1].astype(np.int64) << 8 | data[1:]]
         ids, counts = merge_batch(byte_ids[data], lengths[short], table, self._shift, pairs)
-        merged = iter(_runs(ids.tolist(), [0, *accumulate(counts.tolist())]))
-        return [next(merged) if ok else tuple(self._merge(d)) for d, ok in zip(datas, short.tolist())]
+        merged = _split_bytes(ids.astype(np.uintc).tobytes(), (np.cumsum(counts) * ID_SIZE).tolist())
+        if len(merged) == len(datas):
+            return merged
+        merged = iter(merged)
+        return [next(merged) if ok else pack_ids(self._merge(d)) for d, ok in zip(datas, flags)]
 
     def _batch_ready(self, parts: int) -> bool:
         """Whether to merge `parts` new parts with merge_batch (building its table if worth it).
@@ -923,15 +926,6 @@ def _gc_paused():
     finally:
         if was_on:
             gc.enable()
-
-
-def _runs(flat: list[int], bounds: list[int]) -> list[tuple[int, ...]]:
-    """tuple(flat[bounds[k]:bounds[k + 1]]) for every k, at C speed.
-
-    >>> _runs([1, 2, 3, 4], [0, 1, 1, 4])
-    [(1,), (), (2, 3, 4)]
-    """
-    return list(map(tuple, map(flat.__getitem__, map(slice, bounds, bounds[1:]))))
 
 
 def _in_bitset(bits, codes):

@@ -260,3 +260,23 @@ def test_gather_runs_and_packed_ids(runs, data):
     assert lengths.tolist() == [len(runs[k]) for k in which]
     packed = [bytelevel.pack_ids(run) for run in runs]
     assert bytelevel.unpack_ids(b"".join(packed)) == [i for run in runs for i in run]
+
+
+def test_caches_cleared_midway_change_nothing(r50k, monkeypatch):
+    # Another thread may clear the caches between filling and reading them: the encode then
+    # falls back to encoding pre-token by pre-token, with the same ids.
+    rng = random.Random(3)
+    text = " ".join("".join(rng.choice("abcdeжзи中文") for _ in range(rng.randint(1, 8))) for _ in range(500))
+    r50k.clear_cache()
+    expected = r50k.encode(text)
+    for name, cache in (("_fill_chunks", "_chunk_cache"), ("_encode_batch", "_piece_cache")):
+        original = getattr(r50k, name)
+
+        def fill_then_clear(*args, original=original, cache=cache):
+            original(*args)
+            getattr(r50k, cache).clear()
+
+        monkeypatch.setattr(r50k, name, fill_then_clear)
+        r50k.clear_cache()
+        assert r50k.encode(text) == expected == _plain(r50k, text)
+        monkeypatch.undo()
