@@ -11,15 +11,20 @@ Corpus (~2 MB of UTF-8, deterministic, built from files every checkout can rely 
 
 "Cold" starts every encode with empty caches (`ByteLevelBPETokenizer.clear_cache`: chunks,
 pre-tokens, parts); "warm" encodes the same text again. Tables derived from the vocabulary
-alone (which byte pairs and triples occur inside tokens, built once on the first encode) are
-not caches and are kept. tiktoken has no cache, so both compare against its one figure.
+alone (which byte pairs and triples occur inside tokens, built once on the first encode; for a
+rank table the merge_batch pair table, built once ~0.2 parts per vocabulary entry went through
+the one-by-one merge loop) are not caches and are kept. tiktoken has no cache, so both compare against its one figure.
 
-What bounds the figures: cold, no longer the merging (the distinct new pre-token parts merge
-together in numpy rounds, `bpe_encoder.merge_batch`, ~60-100 ms for cl100k's 27k parts) but
-the Python-object work around it: the one regex pass over the distinct chunks (~100 ms, about
-tiktoken's whole encode), cutting at spaces and building the chunk, pre-token and part strings,
-dicts and tuples (one object per chunk, pre-token and part: ~400 ms for 176k chunks, 200k
-pre-tokens and 150-340k parts). Warm: the C-level cut into chunks and the dict gather.
+What bounds the figures (Nov 2026, 2 shared cores): cold runs at 0.38-0.6x tiktoken (r50k and
+cl100k alike; 0.4-0.5x typical, lower when the machine is quiet: tiktoken gains more from an idle
+core than we do), warm at 1.4-2.5x. A cold 2 MB encode takes ~430 ms (r50k) / ~480 ms (cl100k),
+tiktoken ~200-370 ms. No single step dominates any more: cutting at spaces (~55 ms, warm too),
+the regex pass over the ~50k distinct chunks (~70 ms: `re` twin for the ASCII ones, `regex`
+for the rest), the new pre-tokens' BPE (~110 ms r50k / ~200 ms cl100k, of which merging the
+27k distinct cl100k parts in numpy rounds, `bpe_encoder.merge_batch`, is ~100 ms), assembling
+and caching the chunks' packed ids (~90 ms: a few C-level passes over 200k pre-tokens and 50k
+chunks), and the final gather and unpacking of ~1M ids (~50 ms, warm too). Warm: the cut at
+spaces, the dict gather and the unpacking into a list of ints.
 The HF peer is the same GPT-2 vocabulary (vocab.json + merges, ByteLevel pre-tokenizer) as
 r50k; there is no HF form of cl100k in the test data. Runs of ours and the peers alternate,
 so load from other processes on a shared machine hits both alike. Ids are checked equal.
