@@ -60,8 +60,12 @@ def test_space_cut_is_exact_for_safe_patterns(source, text):
     assert "".join(whole) == text  # the named patterns match every character
 
 
-def test_isspace_table_is_complete():
-    assert pats.ISSPACE == "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+def test_re_whitespace_is_str_isspace():
+    # chunk_at_spaces relies on `re`'s \s being exactly str.isspace()
+    import re
+
+    everything = "".join(map(chr, range(0x110000)))
+    assert "".join(re.findall(r"\s", everything)) == "".join(filter(str.isspace, everything))
 
 
 @settings(max_examples=MAX_EXAMPLES)
