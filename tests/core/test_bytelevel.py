@@ -280,3 +280,17 @@ def test_caches_cleared_midway_change_nothing(r50k, monkeypatch):
         r50k.clear_cache()
         assert r50k.encode(text) == expected == _plain(r50k, text)
         monkeypatch.undo()
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(merges=st.lists(st.text(alphabet="ab ", max_size=5), max_size=12))
+def test_split_merge_strings_equals_str_split(merges):
+    """The join/split fast path of the merge columns equals str.split on each merge, and
+    refuses any list where some merge has no space or several."""
+    from forma_gui.core import bytelevel
+
+    out = bytelevel._split_merge_strings(merges)
+    if all(m.count(" ") == 1 for m in merges):
+        assert out == ([m.split(" ")[0] for m in merges], [m.split(" ")[1] for m in merges])
+    else:
+        assert out is None
