@@ -346,14 +346,16 @@ class LlamaBPETokenizer(LlamaTokenizer):
         ranks = getattr(self, "_made_by", None)
         if ranks is None:  # in slices: one pass over 262k merges would hold the GIL ~250 ms
             made = sliced_map(methodcaller("replace", " ", "", 1), self.merges)
-            ranks = self._made_by = sliced_dict(reversed(made), range(len(made) - 1, -1, -1))
+            made.reverse()  # the first merge making a token wins: it goes in last
+            ranks = self._made_by = sliced_dict(made, range(len(made) - 1, -1, -1))
         return ranks.get(self.vocab.tokens[token_id])
 
     def _rank_table(self) -> dict[str, int]:
         """"left right" -> rank; the first listing wins, as std::unordered_map::emplace."""
         if self._ranks is None:
             merges = sliced_map(str, self.merges)  # a list (LazyStrings decode in chunks)
-            self._ranks = sliced_dict(reversed(merges), range(len(merges) - 1, -1, -1))
+            merges.reverse()  # the first listing wins: it goes in last
+            self._ranks = sliced_dict(merges, range(len(merges) - 1, -1, -1))
         return self._ranks
 
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]:

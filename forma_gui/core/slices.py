@@ -87,18 +87,24 @@ def sliced_replace(text: str, old: str, new: str) -> str:
 def sliced_dict(keys: Iterable[Any], values: Iterable[Any]) -> dict[Any, Any]:
     """``dict(zip(keys, values))``, `SLICE` items per C-level pass: a repeated key keeps its
     last value, as in dict()."""
+    keys = keys if isinstance(keys, (list, range)) else sliced_list(keys)
+    values = values if isinstance(values, (list, range)) else sliced_list(values)
     out: dict[Any, Any] = {}
-    if isinstance(keys, (list, range)) and isinstance(values, (list, range)):
-        for i in range(0, min(len(keys), len(values)), SLICE):  # no list of pairs in between
-            pause()
-            out.update(zip(keys[i:i + SLICE], values[i:i + SLICE]))
-        return out
-    key_it, value_it = iter(keys), iter(values)
+    for i in range(0, min(len(keys), len(values)), SLICE):  # no list of pairs in between
+        pause()
+        out.update(zip(keys[i:i + SLICE], values[i:i + SLICE]))
+    return out
+
+
+def sliced_list(items: Iterable[Any]) -> list[Any]:
+    """``list(items)``, `SLICE` items per C-level pass."""
+    it = iter(items)
+    out: list[Any] = []
     while True:
         pause()
-        pairs = list(zip(islice(key_it, SLICE), islice(value_it, SLICE)))
-        out.update(pairs)
-        if len(pairs) < SLICE:
+        before = len(out)
+        out += islice(it, SLICE)
+        if len(out) - before < SLICE:
             return out
 
 

@@ -79,3 +79,10 @@ def test_sliced_all_and_set_equal_builtins(items):
 @given(text=st.text(alphabet="ab \x00", max_size=200), new=st.sampled_from(["", "\x00", "xy"]))
 def test_sliced_replace_equals_replace(text, new):
     assert slices.sliced_replace(text, " ", new) == text.replace(" ", new)  # 48-character passes
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(items=st.lists(st.integers(), max_size=40))
+def test_sliced_list_equals_list(items):
+    assert slices.sliced_list(iter(items)) == items
+    assert slices.sliced_list(x for x in items) == items
