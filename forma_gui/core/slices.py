@@ -61,12 +61,13 @@ def sliced_all(fn: Callable[[Any], Any], items: list[Any]) -> bool:
     return True
 
 
-def sliced_set(fn: Callable[[Any], Any], items: list[Any]) -> set[Any]:
-    """``set(map(fn, items))``, `SLICE` items per C-level pass."""
+def sliced_set(fn: Callable[[Any], Any] | None, items: list[Any]) -> set[Any]:
+    """``set(map(fn, items))`` (``set(items)`` when fn is None), `SLICE` items per C-level pass."""
     out: set[Any] = set()
     for i in range(0, len(items), SLICE):
         pause()
-        out.update(map(fn, items[i:i + SLICE]))
+        chunk = items[i:i + SLICE]
+        out.update(chunk if fn is None else map(fn, chunk))
     return out
 
 

@@ -73,6 +73,7 @@ def test_pack_in_slices_equals_shifted_or(monkeypatch):
 def test_sliced_all_and_set_equal_builtins(items):
     assert slices.sliced_all(bool, items) == all(map(bool, items))
     assert slices.sliced_set(abs, items) == set(map(abs, items))
+    assert slices.sliced_set(None, items) == set(items)
 
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
