@@ -154,6 +154,7 @@ class _Relay(QObject):
 
     @Slot(float)
     def _progressed(self, fraction: float) -> None:
+        mark_gui_busy()  # the worker's next slice waits for this turn
         if self.callbacks[2] is not None and not self.worker.aborted and _alive(self.callbacks[2]):
             self.callbacks[2](fraction)
 

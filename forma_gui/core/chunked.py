@@ -44,8 +44,9 @@ from forma_gui.core.special import split_added
 if TYPE_CHECKING:  # pragma: no cover
     from forma_gui.core.tokenizer import Tokenizer
 
-#: characters encoded per step: ~5 ms for byte-level BPE on one core
-SLICE_CHARS = 1 << 16
+#: characters encoded per step: a few ms for byte-level BPE on one core, and no C call in it
+#: holds the GIL for long (at 64k, 10-15 ms calls made the window's turns wait as long)
+SLICE_CHARS = 1 << 14
 #: a cut before an ASCII character, for tokenizers that normalize
 CUT_BEFORE_ASCII = regex.compile(f"(?:{CUT.pattern})(?=[\\x00-\\x7f])")
 _SURROGATE = regex.compile("[\ud800-\udfff]")
