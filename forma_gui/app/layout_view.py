@@ -22,10 +22,10 @@ from PySide6.QtWidgets import (QFormLayout, QFrame, QGridLayout, QHBoxLayout, QL
                                QVBoxLayout, QWidget)
 
 from forma_gui.app.state import Session
-from forma_gui.app.tensor_support import (JobProgress, TensorPicker, TensorSource,
+from forma_gui.app.tensor_support import (CatchesUpWhenShown, JobProgress, TensorPicker, TensorSource,
                                           demo_source, dequantize_blocks, dequantize_range,
                                           ensure_selection, export_button, fmt_bytes, has_tensors,
-                                          hidden_in_window, scaled, source_from_weights)
+                                          scaled, source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core.tensor import Layout
 
@@ -568,7 +568,7 @@ def _mono(label: QLabel) -> QLabel:
     return label
 
 
-class LayoutView(QWidget):
+class LayoutView(CatchesUpWhenShown, QWidget):
     """Shape, strides and offset of the selected tensor, drawn; its values, plotted."""
 
     values_ready = Signal(object)   # ValueResult, after the worker delivered it
@@ -587,7 +587,6 @@ class LayoutView(QWidget):
         self.runner.finished.connect(self._values_done)
         self.runner.failed.connect(self._values_failed)
         self._build_ui()
-        self._stale = False   # a tensor was selected while this view was in a hidden tab
         session.weights_changed.connect(self._weights_changed)
         session.tensor_selected.connect(self.show_tensor)
         self._weights_changed(session.weights)
@@ -796,8 +795,7 @@ class LayoutView(QWidget):
         weights = self.session.weights
         if not has_tensors(weights) or not name:
             return
-        if hidden_in_window(self):
-            self._stale = True
+        if self.defer_while_hidden():
             return
         try:
             source = source_from_weights(weights, name)
@@ -806,14 +804,6 @@ class LayoutView(QWidget):
             return
         self.picker.set_current(name)
         self.set_source(source)
-
-    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
-        """Catch up with the tensor selected while hidden (computing it then would have
-        competed with the visible view for the GUI thread)."""
-        super().showEvent(event)
-        if self._stale:
-            self._stale = False
-            self.show_tensor(self.session.tensor)
 
     def set_source(self, source: TensorSource | None) -> None:
         """Show `source` (any tensor, e.g. one not in a file) with its row-major layout."""

@@ -23,11 +23,11 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, Q
                                QVBoxLayout, QWidget)
 
 from forma_gui.app.state import Session
-from forma_gui.app.tensor_support import (CopyableTableView, EnvelopeCurve, JobProgress,
-                                          TensorPicker,
+from forma_gui.app.tensor_support import (CatchesUpWhenShown, CopyableTableView, EnvelopeCurve,
+                                          JobProgress, TensorPicker,
                                           TensorSource, demo_source, dequantize_range,
                                           ensure_selection, export_button, fmt_float, has_tensors,
-                                          hidden_in_window, scaled, source_from_weights)
+                                          scaled, source_from_weights)
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core import quant
 from forma_gui.core.ggml_types import GGML_TYPES, bits_per_weight
@@ -782,7 +782,7 @@ class RequantizePanel(QWidget):
 
 # ------------------------------------------------------------------ the view
 
-class QuantView(QWidget):
+class QuantView(CatchesUpWhenShown, QWidget):
     """Per-block scales of the selected tensor, a block microscope, and requantizing."""
 
     block_opened = Signal(int)
@@ -803,7 +803,6 @@ class QuantView(QWidget):
         self.runner.failed.connect(lambda tag, e: self.session.error_raised.emit(
             "Cannot read scales", f"{tag}: {e}"))
         self._build_ui()
-        self._stale = False   # a tensor was selected while this view was in a hidden tab
         session.weights_changed.connect(self._weights_changed)
         session.tensor_selected.connect(self.show_tensor)
         self._weights_changed(session.weights)
@@ -946,8 +945,7 @@ class QuantView(QWidget):
         weights = self.session.weights
         if not has_tensors(weights) or not name:
             return
-        if hidden_in_window(self):
-            self._stale = True
+        if self.defer_while_hidden():
             return
         if self.source is not None and self.source.name == name and self._weights is weights:
             return                      # already shown (e.g. selected again from another view)
@@ -959,14 +957,6 @@ class QuantView(QWidget):
         self.picker.set_current(name)
         self.set_source(source)
         self._weights = weights
-
-    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
-        """Catch up with the tensor selected while hidden (computing it then would have
-        competed with the visible view for the GUI thread)."""
-        super().showEvent(event)
-        if self._stale:
-            self._stale = False
-            self.show_tensor(self.session.tensor)
 
     def set_source(self, source: TensorSource | None) -> None:
         """Show any tensor source (a file tensor or the demo)."""

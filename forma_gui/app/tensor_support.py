@@ -170,6 +170,27 @@ def hidden_in_window(widget: QWidget) -> bool:
     return widget.window().isVisible() and not widget.isVisible()
 
 
+class CatchesUpWhenShown:
+    """Mixin for a tensor view (with `session` and `show_tensor`): a tensor selected while
+    the view sits in a hidden tab is shown once the tab is, not computed meanwhile, where it
+    would compete with the visible view for the GUI thread."""
+
+    _stale = False
+
+    def defer_while_hidden(self) -> bool:
+        """True (and remember to catch up) when the view is in a hidden tab."""
+        hidden = hidden_in_window(self)
+        if hidden:
+            self._stale = True
+        return hidden
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)  # type: ignore[misc]
+        if self._stale:
+            self._stale = False
+            self.show_tensor(self.session.tensor)
+
+
 def _select_default(session: Any) -> None:
     if session.weights is not None and not session.tensor:
         name = default_tensor(session.weights)

@@ -9,8 +9,8 @@ texts and their bytes are joined into one string / bytes blob each, matched with
 from __future__ import annotations
 
 import re
-from itertools import repeat
 from dataclasses import dataclass
+from itertools import repeat
 
 from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, Qt, QTimer
 from PySide6.QtGui import QFont
@@ -79,8 +79,6 @@ class VocabIndex:
     """Flat, searchable copies of a vocabulary: built once per tokenizer, off the GUI thread."""
 
     def __init__(self, tokenizer) -> None:
-        import numpy as np
-
         n = tokenizer.vocab_size
         self.tokenizer = tokenizer
         self.size = n
@@ -91,8 +89,8 @@ class VocabIndex:
         self.blobs = {name: _joined(strings) for name, strings in (
             ("piece", pieces), ("text", texts),
             ("piece_lower", sliced_map(str.lower, pieces)), ("text_lower", sliced_map(str.lower, texts)))}
-        self.bytes_blob = sliced_join(b"", data)  # in slices: each pass over 262k items is one
-        self.bytes_starts = _starts(map(len, data), 0)  # GIL hold, and the GUI thread waits
+        self.bytes_blob = sliced_join(b"", data)
+        self.bytes_starts = _starts(map(len, data), 0)
 
     def search(self, query: Query):
         """Matching ids (int64 array): exact matches first, then the rest by id."""
@@ -142,8 +140,6 @@ class VocabIndex:
 
 def _joined(strings: list[str]):
     """One string of all items separated by SEP, and each item's start offset."""
-    import numpy as np
-
     return sliced_join(SEP, strings), _starts(map(len, strings), 1)
 
 

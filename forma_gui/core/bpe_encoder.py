@@ -347,7 +347,7 @@ def merge_batch(symbols, lengths, table: PairTable, shift: int, pairs=None):
         at = best[go] & ((1 << _POS_BITS) - 1)          # (a,) position in the piece
         p = starts[go] + at                             # (a,) the left symbol of the merge
         end = starts[go] + lens[go]
-        merged = sym[p] = (best[go] >> _POS_BITS) & mask
+        sym[p] = (best[go] >> _POS_BITS) & mask
         left, right = p[at > 0], p[p + 2 < end]
         pair[p] = BATCH_NO
         # one lookup for the new pairs on both sides of every merged symbol

@@ -16,12 +16,10 @@ import time
 import numpy as np
 import pytest
 import shiboken6
-from PySide6.QtCore import QEvent, QSettings, QTimer
+from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication
 
 from forma_gui.app.main_window import MainWindow
-from tests.conftest import data_file
 
 MAX_GAP_MS = 100.0
 TICK_MS = 10

@@ -157,8 +157,6 @@ def test_pair_table_lookup_equals_dict(mapping, others):
 
 
 def test_merge_batch_on_real_ranks_equals_merge_ranked(r50k):
-    import numpy as np
-
     pieces = [b"hello", b" world", b"eeeeeeee", b"\xe4\xb8\xad\xe6\x96\x87", b" tokenization", b"x", b"  ", b"?!?!"]
     shift = max(len(r50k), 2).bit_length()
     table = bpe.PairTable(*bpe.ranked_pairs(list(r50k), r50k, shift))
