@@ -9,20 +9,15 @@ import shutil
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings
 
 from forma_gui.app.main_window import MainWindow
 from tests.app._smol import gguf_dequantized, smol_path
+from tests.app._window import shown_window
 
 
 @pytest.fixture
 def window(qtbot, tmp_path) -> MainWindow:
-    settings = QSettings(str(tmp_path / "forma-gui.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
+    return shown_window(qtbot, tmp_path, default=False)
 
 
 @pytest.fixture

@@ -13,24 +13,17 @@ import shutil
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings
 
 from forma_gui._resources import default_tokenizer_path
 from forma_gui.app.main_window import MainWindow
 from tests.app._smol import gguf_dequantized, smol_path
+from tests.app._window import shown_window
 from tests.conftest import data_file
 
 
 @pytest.fixture
 def window(qtbot, tmp_path) -> MainWindow:
-    settings = QSettings(str(tmp_path / "forma-gui.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    qtbot.addWidget(win)
-    win.show()
-    qtbot.waitExposed(win)
-    win.open_default()
-    qtbot.waitUntil(lambda: win.session.tokenizer is not None and not win.loading, timeout=30_000)
-    return win
+    return shown_window(qtbot, tmp_path)
 
 
 def _truncated_gguf(tmp_path):

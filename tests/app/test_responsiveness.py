@@ -16,10 +16,11 @@ import time
 import numpy as np
 import pytest
 import shiboken6
-from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
 
 from forma_gui.app.main_window import MainWindow
+from tests.app._window import shown_window
 
 MAX_GAP_MS = 100.0
 TICK_MS = 10
@@ -77,12 +78,7 @@ def mixed_text(n: int, seed: int = 9) -> str:
 
 @pytest.fixture
 def window(qtbot, tmp_path) -> MainWindow:
-    settings = QSettings(str(tmp_path / "forma-gui.ini"), QSettings.Format.IniFormat)
-    win = MainWindow(settings=settings)
-    win.show()
-    qtbot.waitExposed(win)
-    win.open_default()
-    qtbot.waitUntil(lambda: win.session.tokenizer is not None and not win.loading, timeout=60_000)
+    win = shown_window(qtbot, tmp_path)
     yield win
     # destroyed now: nothing of it (its layouts, timers, jobs) may run in the next test's
     # measurement
