@@ -237,20 +237,32 @@ def _heap_merge(n: int, rank_of: Callable[[int, int, int], int],
 #
 # `merge_batch` runs the id-space merge loop over many pieces together. Each round merges, in
 # every piece still active, the pair `merge_pairs` would merge next: the lowest packed value,
-# leftmost at ties. One round is a handful of array operations over all active symbols, so a
-# batch of 30k pieces with 180k merges takes as many rounds as its longest piece has merges
-# (about 80) instead of 180k interpreted steps. Pieces drop out once nothing in them merges.
+# leftmost at ties. One round is a handful of array operations, so a batch of 30k pieces with
+# 180k merges takes as many rounds as its longest piece has merges (about 80) instead of 180k
+# interpreted steps. Symbols are never moved: a merge marks the right symbol dead and links
+# around it, so a round touches a few entries per active piece, plus one pass over the slots of
+# the active pieces to find each one's lowest pair.
 
 #: packed pair values are below this (rank << shift | merged id); also "no merge"
 BATCH_NO = (1 << 52) - 1
-#: pieces at most this long go through merge_batch (the position sits in 10 bits of the key)
+#: pieces at most this long go through merge_batch (a position in its piece fits the key's low bits)
 BATCH_PIECE = 1 << 10
-_POS_BITS = 10
-_HASH_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing: the top bits of key * this are the slot
+_POS_BITS = 11                           # BATCH_NO << 11 | position still fits in an int64
+_POS_MASK = (1 << _POS_BITS) - 1
+_NO_PAIR = BATCH_NO << _POS_BITS         # keys from here up: nothing merges there
+_DEAD = _NO_PAIR | _POS_MASK             # the key of a symbol merged into its left neighbour
+_HASH_MUL = 0x9E3779B97F4A7C15 - (1 << 64)  # Fibonacci hashing (as int64): the top bits of key * this
+#: linear-probing distance from which a PairTable entry is also kept in its sorted overflow list
+_FAR = 2
 
 
 class PairTable:
-    """An int64 -> int64 hash table (linear probing) with lookups of whole arrays at once.
+    """An int64 -> int64 hash table with lookups of whole arrays at once.
+
+    Linear probing at a load factor of at most 1/4. A lookup reads a key's home slot and the
+    next one; the few entries that sit further away are also kept sorted and are found by a
+    binary search, so no lookup loops over long probe runs (each loop turn over an array costs
+    as much as a short lookup).
 
     >>> import numpy as np
     >>> PairTable(np.array([5, 7]), np.array([50, 70])).get(np.array([7, 6, 5])).tolist()
@@ -262,38 +274,54 @@ class PairTable:
 
         keys = np.asarray(keys, dtype=np.int64)
         self.bits = max(int(4 * len(keys)).bit_length(), 4)  # load factor at most 1/4: short probes
-        self.keys = np.full(1 << self.bits, -1, dtype=np.int64)
-        self.values = np.full(1 << self.bits, BATCH_NO, dtype=np.int64)
+        size = 1 << self.bits
+        self.keys = np.full(size, -1, dtype=np.int64)
+        self.values = np.full(size, BATCH_NO, dtype=np.int64)
         values = np.asarray(values, dtype=np.int64)
-        pending, slots = np.arange(len(keys)), self._slots(keys)
-        owner = np.full(1 << self.bits, -1, dtype=np.int64)  # which pending key claimed a slot
+        home = self._slots(keys)
+        pending, slots = np.arange(len(keys)), home
+        owner = np.full(size, -1, dtype=np.int64)  # which pending key claimed a slot
+        placed = np.empty(len(keys), dtype=np.int64)
         while len(pending):
             free = self.keys[slots] == -1
             owner[slots[free]] = pending[free]  # of several keys after one free slot, one wins
             chosen = free & (owner[slots] == pending)
             self.keys[slots[chosen]] = keys[pending[chosen]]
             self.values[slots[chosen]] = values[pending[chosen]]
-            pending, slots = pending[~chosen], (slots[~chosen] + 1) & ((1 << self.bits) - 1)
+            placed[pending[chosen]] = slots[chosen]
+            pending, slots = pending[~chosen], (slots[~chosen] + 1) & (size - 1)
+        far = np.flatnonzero((placed - home) & (size - 1) >= _FAR)
+        order = np.argsort(keys[far])
+        self.far_keys, self.far_values = keys[far][order], values[far][order]
 
     def _slots(self, keys):
         import numpy as np
 
-        with np.errstate(over="ignore"):
-            mixed = keys.astype(np.uint64) * np.uint64(_HASH_MUL)
-        return (mixed >> np.uint64(64 - self.bits)).astype(np.int64)
+        return (keys * np.int64(_HASH_MUL) >> (64 - self.bits)) & ((1 << self.bits) - 1)
 
     def get(self, keys):
         """The values of `keys` (BATCH_NO where absent); keys must be >= 0."""
         import numpy as np
 
-        out = np.full(len(keys), BATCH_NO, dtype=np.int64)
-        index, slots, mask = np.arange(len(keys)), self._slots(keys), (1 << self.bits) - 1
-        while len(index):
-            found = self.keys[slots]
-            hit = found == keys
-            out[index[hit]] = self.values[slots[hit]]
-            probe = ~hit & (found != -1)
-            index, keys, slots = index[probe], keys[probe], (slots[probe] + 1) & mask
+        keys = np.asarray(keys, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            slots = self._slots(keys)
+        found = self.keys[slots]
+        hit = found == keys
+        out = np.where(hit, self.values[slots], BATCH_NO)
+        rest = np.flatnonzero(~hit & (found != -1))            # home slot taken by another key
+        if not len(rest):
+            return out
+        keys, slots = keys[rest], (slots[rest] + 1) & ((1 << self.bits) - 1)
+        found = self.keys[slots]
+        hit = found == keys
+        out[rest[hit]] = self.values[slots[hit]]
+        further = ~hit & (found != -1)                          # the next one too: look in the far list
+        if len(self.far_keys) and further.any():
+            rest, keys = rest[further], keys[further]
+            at = np.minimum(np.searchsorted(self.far_keys, keys), len(self.far_keys) - 1)
+            hit = self.far_keys[at] == keys
+            out[rest[hit]] = self.far_values[at[hit]]
         return out
 
 
@@ -324,56 +352,85 @@ def merge_batch(symbols, lengths, table: PairTable, shift: int, pairs=None):
     """
     import numpy as np
 
-    sym = np.asarray(symbols, dtype=np.int64)          # (n,) the symbols of the active pieces
-    lens = np.asarray(lengths, dtype=np.int64)         # (w,) symbols per active piece
-    piece = np.arange(len(lens))                       # (w,) which input piece each one is
-    starts = np.cumsum(lens) - lens
+    units = np.asarray(symbols, dtype=np.int64)
+    lens = np.asarray(lengths, dtype=np.int64)              # (w,)
     if pairs is None:
-        pairs = np.empty(len(sym), dtype=np.int64)
-        pairs[:-1] = table.get(sym[:-1] << shift | sym[1:]) if len(sym) > 1 else pairs[:-1]
-    pair = np.array(pairs, dtype=np.int64)             # (n,) packed value of (i, i + 1)
-    pair[starts + lens - 1] = BATCH_NO                 # no pair across a piece's end
-    done_ids, done_pieces, done_lens = [], [], []
+        pairs = np.full(len(units), BATCH_NO, dtype=np.int64)
+        pairs[:-1] = table.get(units[:-1] << shift | units[1:])
+    # Longest pieces first: they merge longest, so the active ones stay a prefix of the slots.
+    order = np.argsort(-lens, kind="stable")
+    source, sym, key, starts = _batch_slots(units, np.asarray(pairs, dtype=np.int64), lens, order, shift)
+    nxt = np.ones(len(sym), dtype=np.int64)                 # (slots,) distance to the next alive slot
+    prv = np.ones(len(sym), dtype=np.int64)                 # (slots,) ... and to the previous one
     mask = (1 << shift) - 1
-    while len(lens):
-        local = np.arange(len(sym)) - np.repeat(starts, lens)
-        best = np.minimum.reduceat(pair << _POS_BITS | local, starts)  # (w,) lowest, leftmost
-        finished = best >> _POS_BITS == BATCH_NO
+    active, ends = starts, starts + lens[order] + 1         # (a,) sentinel slots, piece ends
+    while len(active):
+        best = np.minimum.reduceat(key[:ends[-1]], active)  # (a,) lowest pair, leftmost at ties
+        finished = best >= _NO_PAIR
         if finished.any():
-            done_ids.append(sym[np.repeat(finished, lens)])
-            done_pieces.append(piece[finished])
-            done_lens.append(lens[finished])
-        go = ~finished
-        at = best[go] & ((1 << _POS_BITS) - 1)          # (a,) position in the piece
-        p = starts[go] + at                             # (a,) the left symbol of the merge
-        end = starts[go] + lens[go]
-        sym[p] = (best[go] >> _POS_BITS) & mask
-        left, right = p[at > 0], p[p + 2 < end]
-        pair[p] = BATCH_NO
-        # one lookup for the new pairs on both sides of every merged symbol
-        new = table.get(np.concatenate((sym[left - 1] << shift | sym[left], sym[right] << shift | sym[right + 2])))
-        pair[left - 1], pair[right] = new[:len(left)], new[len(left):]
-        keep = np.repeat(go, lens)
-        keep[p + 1] = False
-        sym, pair = sym[keep], pair[keep]
-        lens, piece = lens[go] - 1, piece[go]
-        starts = np.cumsum(lens) - lens
-    return _in_piece_order(done_ids, done_pieces, done_lens, len(lengths))
+            go = ~finished
+            active, ends, best = active[go], ends[go], best[go]
+            if not len(active):
+                break
+        at = best & _POS_MASK                               # (a,) the left symbol's place in its piece
+        p = active + at
+        q = p + nxt[p]                                      # the right symbol, merged into p
+        r = q + nxt[q]                                      # the one after (maybe the next sentinel)
+        merged = (best >> _POS_BITS) & mask
+        sym[p] = merged
+        key[q] = _DEAD
+        nxt[p] = prv[r] = r - p
+        back = prv[p]
+        left = p - back                                     # the one before (maybe the sentinel)
+        new = table.get(np.concatenate((sym[left] << shift | merged, merged << shift | sym[r])))
+        key[left] = new[:len(p)] << _POS_BITS | (at - back)
+        key[p] = new[len(p):] << _POS_BITS | at
+    alive = (key[:-1] != _DEAD) & (sym[:-1] != mask)        # (slots - 1,) symbols left, no sentinels
+    counts = np.add.reduceat(alive, starts) if len(lens) else np.zeros(0, dtype=np.int64)
+    inverse = np.empty(len(lens), dtype=np.int64)
+    inverse[order] = np.arange(len(lens))
+    index, counts = run_index(counts, inverse)             # back into the input order
+    return sym[:-1][alive][index], counts
 
 
-def _in_piece_order(ids: list, pieces: list, lens: list, count: int):
-    """Concatenate per-round results (ids, piece numbers, lengths) back into piece order."""
+def _batch_slots(units, pairs, lens, order, shift: int):
+    """merge_batch's working layout of the pieces in `order`: each piece's symbols follow a
+    sentinel slot (id `mask`, in no pair), and one more sentinel ends the last piece.
+
+    Returns (the unit index of each symbol slot in order, symbol per slot, key per slot:
+    pair value << _POS_BITS | place in the piece, the sentinel slot of each piece). A sentinel
+    on both sides means no merge ever needs to check where its piece starts or ends.
+    """
     import numpy as np
 
-    if not ids:
-        return np.zeros(0, dtype=np.int64), np.zeros(count, dtype=np.int64)
-    ids, pieces, lens = np.concatenate(ids), np.concatenate(pieces), np.concatenate(lens)
-    source_start = np.cumsum(lens) - lens                # where each piece's ids sit in `ids`
-    order = np.argsort(pieces, kind="stable")
-    counts = lens[order]
-    target_start = np.cumsum(counts) - counts
-    gather = np.repeat(source_start[order] - target_start, counts) + np.arange(counts.sum())
-    return ids[gather], counts
+    source, sorted_lens = run_index(lens, order)            # (n,) unit index, in slot order
+    span = sorted_lens + 1                                  # (w,) a sentinel, then the symbols
+    ends = np.cumsum(span)
+    starts = ends - span                                    # (w,) sentinel slots
+    slot = np.arange(len(source)) + np.repeat(np.arange(1, len(lens) + 1), sorted_lens)
+    size = len(source) + len(lens) + 1
+    sym = np.full(size, (1 << shift) - 1, dtype=np.int64)  # above every id: never in a pair
+    sym[slot] = units[source]
+    key = np.full(size, _DEAD, dtype=np.int64)
+    key[slot] = pairs[source] << _POS_BITS | (slot - np.repeat(starts, sorted_lens))
+    key[ends - 1] = _NO_PAIR | sorted_lens                  # no pair across a piece's end
+    return source, sym, key, starts
+
+
+def run_index(counts, which):
+    """Indices gathering runs which[0], which[1], ... of consecutive runs (run k: counts[k]
+    items) -> (the indices, the length of each gathered run).
+
+    >>> import numpy as np
+    >>> [a.tolist() for a in run_index(np.array([2, 1]), np.array([1, 0, 1]))]
+    [[2, 0, 1, 2], [1, 2, 1]]
+    """
+    import numpy as np
+
+    run_starts = np.cumsum(counts) - counts
+    lengths = counts[which]
+    out_starts = np.cumsum(lengths) - lengths
+    return np.repeat(run_starts[which] - out_starts, lengths) + np.arange(int(lengths.sum())), lengths
 
 
 def ranked_pairs(token_bytes: Sequence[bytes], ranks: Mapping[bytes, int], shift: int):

@@ -156,6 +156,22 @@ def test_pair_table_lookup_equals_dict(mapping, others):
     assert found == [mapping.get(q, bpe.BATCH_NO) for q in queries]
 
 
+def test_pair_table_far_entries_and_absent_keys():
+    # Enough keys that some sit two or more slots past their home slot (found in the sorted
+    # far list), and queries that are absent, present near home, and present far away.
+    import numpy as np
+
+    rng = np.random.default_rng(8)
+    keys = np.unique(rng.integers(0, 1 << 40, 20_000))
+    table = bpe.PairTable(keys, keys * 3)
+    assert len(table.far_keys) > 10
+    absent = rng.integers(1 << 41, 1 << 42, 20_000)
+    queries = np.concatenate((keys, absent, table.far_keys, [0, (1 << 62) + 5]))
+    present = set(keys.tolist())
+    expected = [k * 3 if k in present else bpe.BATCH_NO for k in queries.tolist()]
+    assert table.get(queries).tolist() == expected
+
+
 def test_merge_batch_on_real_ranks_equals_merge_ranked(r50k):
     pieces = [b"hello", b" world", b"eeeeeeee", b"\xe4\xb8\xad\xe6\x96\x87", b" tokenization", b"x", b"  ", b"?!?!"]
     shift = max(len(r50k), 2).bit_length()
