@@ -411,20 +411,32 @@ class ByteLevelBPETokenizer(Tokenizer):
         import numpy as np
 
         order, pieces = self._pre_tokenize_chunks(missing, first, last)
-        cache = self._piece_cache
-        self._encode_batch(list(set(pieces).difference(cache)))
-        try:
-            packed = list(map(cache.__getitem__, pieces))
-        except KeyError:  # the pre-token cache overflowed meanwhile
-            packed = list(map(self._packed_pretoken, pieces))
         piece_ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))
         chunk_ends = np.cumsum(np.fromiter(map(len, order), dtype=np.int64, count=len(order)))
         last_piece = np.searchsorted(piece_ends, chunk_ends)  # (chunks,) the piece ending each chunk
         if not np.array_equal(piece_ends[np.minimum(last_piece, len(pieces) - 1)], chunk_ends):
             # a pre-token crossed a seam: the pattern is not space-safe after all
             raise RuntimeError(f"pattern {self._patterns[0].pattern!r} is not space-safe")
-        byte_ends = np.cumsum(np.fromiter(map(len, packed), dtype=np.int64, count=len(packed)))
-        self._chunk_cache.update(zip(order, _split_bytes(b"".join(packed), byte_ends[last_piece].tolist())))
+        distinct, which = _distinct_strings(pieces)
+        flat, counts = self._distinct_ids(distinct)
+        ids, id_counts = _gather_runs(flat, counts, which)      # (ids,) every pre-token's ids, in order
+        id_ends = np.cumsum(id_counts)[last_piece] * ID_SIZE
+        self._chunk_cache.update(zip(order, _split_bytes(ids.tobytes(), id_ends.tolist())))
+
+    def _distinct_ids(self, pieces: list[str]):
+        """(the ids of distinct pre-tokens one after another, the number of each) as numpy arrays;
+        the new ones are encoded in a batch and cached."""
+        import numpy as np
+
+        packed = list(map(self._piece_cache.get, pieces))
+        if None in packed:
+            new = list(map(is_, packed, repeat(None)))
+            flat, counts = self._batch_ids(list(compress(pieces, new)))
+            if len(counts) == len(pieces):  # all new (a cold encode)
+                return flat, counts
+            fresh = iter(_split_bytes(flat.tobytes(), (np.cumsum(counts) * ID_SIZE).tolist()))
+            packed = [next(fresh) if ids is None else ids for ids in packed]
+        return _flat_ids(packed)
 
     def _pre_tokenize_chunks(self, missing: set[str], first: str, last: str) -> tuple[list[str], list[str]]:
         """(the chunks in joining order, their pre-tokens): `first` leads and `last` ends its group."""
@@ -494,74 +506,96 @@ class ByteLevelBPETokenizer(Tokenizer):
         return cuts
 
     def _encode_batch(self, pieces: list[str]) -> None:
-        """Encode many pre-tokens the cache lacks at once: the same as encode_pretoken on each,
-        with the cuts for all of them found in one numpy pass and each distinct part merged once.
+        """Encode many pre-tokens the cache lacks at once (see `_batch_ids`) and cache them."""
+        self._batch_ids(pieces)
+
+    def _batch_ids(self, pieces: list[str]):
+        """The same as encode_pretoken on each pre-token, cached, as (ids one after another,
+        the number of each) numpy arrays; the cuts for all of them are found in one numpy
+        pass and each distinct part is merged once.
 
         No Python object is made per part: the parts are cut, told apart and given their ids
         as numpy arrays, and only the distinct ones become byte strings.
         """
-        table = self._pair_table()
-        if len(pieces) < BATCH or table is None:
-            for piece in pieces:
-                self._packed_pretoken(piece)
-            return
-        import numpy as np
-
         cache = self._piece_cache
         if len(cache) + len(pieces) > CACHE_LIMIT:
             cache.clear()
+        if len(pieces) < BATCH or self._pair_table() is None:
+            return _flat_ids(list(map(self._packed_pretoken, pieces)))
+        import numpy as np
+
         datas = _utf8_all(pieces)
-        if self._ignore_merges:
-            whole = list(map(self._encoder.get, datas))
-            found = list(map(is_not, whole, repeat(None)))
-            ids = list(compress(whole, found))
-            packed = _split_bytes(pack_ids(ids), range(ID_SIZE, ID_SIZE * (len(ids) + 1), ID_SIZE))
-            cache.update(zip(compress(pieces, found), packed))
-            rest = list(map(is_, whole, repeat(None)))
-            pieces, datas = list(compress(pieces, rest)), list(compress(datas, rest))
-        if not pieces:
-            return
+        whole = list(map(self._encoder.get, datas)) if self._ignore_merges else [None] * len(datas)
+        rest = list(map(is_, whole, repeat(None)))
+        ids, counts = self._merged_ids(list(compress(datas, rest)))
+        if len(counts) < len(pieces):  # some pre-tokens are whole tokens: one id each
+            merged = np.array(rest, dtype=bool)                             # (pieces,)
+            all_counts = np.ones(len(pieces), dtype=np.int64)
+            all_counts[merged] = counts
+            all_ids = np.empty(int(all_counts.sum()), dtype=np.uintc)
+            from_merges = np.repeat(merged, all_counts)                      # (ids,)
+            all_ids[from_merges] = ids
+            all_ids[~from_merges] = list(compress(whole, map(is_not, whole, repeat(None))))
+            ids, counts = all_ids, all_counts
+        cache.update(zip(pieces, _split_bytes(ids.tobytes(), (np.cumsum(counts) * ID_SIZE).tolist())))
+        return ids, counts
+
+    def _merged_ids(self, datas: list[bytes]):
+        """BPE of byte strings (cut into parts, each distinct part merged once) -> (ids one after
+        another, the number of each) as numpy arrays."""
+        import numpy as np
+
+        if not datas:
+            return np.zeros(0, dtype=np.uintc), np.zeros(0, dtype=np.int64)
         joined = b"".join(datas)
         lengths = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
         starts, bounds = _cut_spans(joined, lengths, self._triple_table())
         distinct, which = _distinct_parts(joined, starts)
-        part_ids = self._part_ids(distinct)
-        counts = np.fromiter(map(len, part_ids), dtype=np.int64, count=len(part_ids)) // ID_SIZE
-        flat = np.frombuffer(b"".join(part_ids), dtype=np.uintc)
+        flat, counts = self._part_ids(distinct)
         ids, id_counts = _gather_runs(flat, counts, which)  # the ids of every part, in order
-        id_ends = np.cumsum(id_counts)[bounds[1:] - 1]          # (pieces,) where each piece's ids end
-        cache.update(zip(pieces, _split_bytes(ids.tobytes(), (id_ends * ID_SIZE).tolist())))
+        ends = np.cumsum(id_counts)[bounds[1:] - 1]          # (datas,) where each one's ids end
+        return ids, np.diff(ends, prepend=0)
 
-    def _part_ids(self, parts: list[bytes]) -> list[bytes]:
-        """The packed ids of each part, merging each distinct part once (cached)."""
+    def _part_ids(self, parts: list[bytes]):
+        """(the ids of each part one after another, the number of each) as numpy arrays; each
+        part (`parts` are distinct) is merged once and cached."""
+        import numpy as np
+
         known = self._segment_cache
         if len(known) + len(parts) > CACHE_LIMIT:
             known.clear()
-        new = list(set(parts).difference(known))
+        packed = list(map(known.get, parts))
+        new = list(compress(parts, map(is_, packed, repeat(None))))
         if len(new) >= BATCH and self._batch_ready(len(new)):
-            known.update(zip(new, self._merge_many(new)))
+            ids, counts = self._merge_many(new)
+            fresh = _split_bytes(ids.tobytes(), (np.cumsum(counts) * ID_SIZE).tolist())
+            if len(new) == len(parts):  # all new (a cold encode): no need to join them again
+                known.update(zip(new, fresh))
+                return ids, counts
         else:
-            for part in new:
-                known[part] = pack_ids(self._merge(part))
-        return list(map(known.__getitem__, parts))
+            fresh = [pack_ids(self._merge(part)) for part in new]
+        known.update(zip(new, fresh))
+        fresh = iter(fresh)
+        return _flat_ids([next(fresh) if ids is None else ids for ids in packed])
 
-    def _merge_many(self, datas: list[bytes]) -> list[bytes]:
-        """`_merge` of each byte string, packed; the short ones together with `merge_batch` (numpy)."""
+    def _merge_many(self, datas: list[bytes]):
+        """`_merge` of each byte string -> (ids one after another, the number of each) as numpy
+        arrays; the short ones together with `merge_batch`."""
         import numpy as np
 
         table, byte_ids, byte_pairs = self._batch_table()
         lengths = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
         short = (lengths > 0) & (lengths <= BATCH_PIECE)
-        flags = short.tolist()
-        data = np.frombuffer(b"".join(compress(datas, flags)), dtype=np.uint8)  # (bytes,)
+        if not short.all():  # rare: very long parts go through the scalar loop
+            flags = short.tolist()
+            ids, counts = self._merge_many(list(compress(datas, flags)))
+            merged = iter(_split_bytes(ids.tobytes(), (np.cumsum(counts) * ID_SIZE).tolist()))
+            return _flat_ids([next(merged) if ok else pack_ids(self._merge(d)) for d, ok in zip(datas, flags)])
+        data = np.frombuffer(b"".join(datas), dtype=np.uint8)  # (bytes,)
         pairs = np.empty(len(data), dtype=np.int64)
         pairs[:-1] = byte_pairs[data[:-1].astype(np.int64) << 8 | data[1:]]
-        ids, counts = merge_batch(byte_ids[data], lengths[short], table, self._shift, pairs)
-        merged = _split_bytes(ids.astype(np.uintc).tobytes(), (np.cumsum(counts) * ID_SIZE).tolist())
-        if len(merged) == len(datas):
-            return merged
-        merged = iter(merged)
-        return [next(merged) if ok else pack_ids(self._merge(d)) for d, ok in zip(datas, flags)]
+        ids, counts = merge_batch(byte_ids[data], lengths, table, self._shift, pairs)
+        return ids.astype(np.uintc), counts
 
     def _batch_ready(self, parts: int) -> bool:
         """Whether to merge `parts` new parts with merge_batch (building its table if worth it).
@@ -904,6 +938,31 @@ def _gather_runs(flat, counts, which):
     out_starts = np.cumsum(lengths) - lengths
     index = np.repeat(run_starts[which] - out_starts, lengths) + np.arange(int(lengths.sum()))
     return flat[index], lengths
+
+
+def _distinct_strings(items: list[str]):
+    """(the distinct items, in order of first appearance; for every item its index among them).
+
+    >>> distinct, which = _distinct_strings(["a", "b", "a"])
+    >>> distinct, which.tolist()
+    (['a', 'b'], [0, 1, 0])
+    """
+    import numpy as np
+
+    last = dict(zip(items, count()))                                # item -> its last place
+    places = np.fromiter(map(last.__getitem__, items), dtype=np.int64, count=len(items))
+    number = np.empty(len(items), dtype=np.int64)
+    number[np.fromiter(last.values(), dtype=np.int64, count=len(last))] = np.arange(len(last))
+    return list(last), number[places]
+
+
+def _flat_ids(packed: list[bytes]):
+    """Packed ids (`pack_ids`) of several strings -> (all ids one after another, the number of
+    each) as numpy arrays."""
+    import numpy as np
+
+    counts = np.fromiter(map(len, packed), dtype=np.int64, count=len(packed)) // ID_SIZE
+    return np.frombuffer(b"".join(packed), dtype=np.uintc), counts
 
 
 def _split_bytes(data: bytes, ends: Iterable[int]) -> list[bytes]:
