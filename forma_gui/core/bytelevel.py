@@ -49,7 +49,7 @@ from array import array
 from contextlib import contextmanager
 from itertools import compress, count, filterfalse, repeat
 from operator import is_, is_not, itemgetter, lshift, methodcaller, or_
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import regex
 
@@ -120,11 +120,14 @@ class ByteLevelBPETokenizer(Tokenizer):
                  added_tokens: Sequence[AddedToken] = (), normalizer: str | Sequence[str] | None = None,
                  add_prefix_space: bool = False, ignore_merges: bool = False,
                  unk_id: int | None = None, fuse_unk: bool = False, strict: bool = True,
-                 name: str = "", path: str | None = None) -> None:
+                 merge_ids: Any = None, name: str = "", path: str | None = None) -> None:
         """Build from pieces and merges (see module docstring).
 
         `strict=False` skips merges whose parts or result are not in the vocabulary instead of
-        raising `MergeError` (GGUF files are sometimes inconsistent there).
+        raising `MergeError` (GGUF files are sometimes inconsistent there). `merge_ids`, a
+        (3, n_merges) integer array, gives each merge's left, right and result id already
+        looked up in `vocab` (-1: not there): the merges are then not looked up again (the
+        GGUF loader finds them in numpy from the file's bytes).
         """
         super().__init__(name=name, path=path, added_tokens=added_tokens)
         pieces = _pieces_by_id(vocab)
@@ -132,7 +135,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._bytes, self._literal = _decode_pieces(pieces)
         self._piece_ids: dict[str, int] | None = dict(vocab) if isinstance(vocab, Mapping) else None
         self._ranks: dict[bytes, int] | None = None
-        self._setup_merges(merges, strict)
+        self._setup_merges(merges, strict, merge_ids)
         self._ignore_merges = ignore_merges
         self.unk_id = unk_id
         self._fuse_unk = fuse_unk
@@ -173,24 +176,29 @@ class ByteLevelBPETokenizer(Tokenizer):
         return self
 
     # ---- construction helpers ---------------------------------------------------------------
-    def _setup_merges(self, merges: Iterable[str | Sequence[str]], strict: bool) -> None:
+    def _setup_merges(self, merges: Iterable[str | Sequence[str]], strict: bool,
+                      merge_ids: Any = None) -> None:
         """The merges as an id-space table: (left << shift | right) -> (rank << shift | merged).
 
         A pair listed twice keeps its last rank, as HF tokenizers' merge map does.
         """
-        merges = list(merges)
         self._holes = {i for i, data in enumerate(self._bytes) if not data} if b"" in self._bytes else set()
         self._model_bytes = self._bytes  # before added tokens: what the model vocabulary spells
         self._encoder_map: dict[bytes, int] | None = None
         self._shift = shift = max(len(self._bytes), 2).bit_length()
         piece_ids = self._piece_id_map()
-        triples = _merge_id_columns(merges, piece_ids, self.pieces)
+        triples = _given_id_columns(merge_ids, len(self._bytes))
+        if triples is None:
+            merges = list(merges)
+            triples = _merge_id_columns(merges, piece_ids, self.pieces)
         if triples is None:  # some merge is malformed or unknown: find it (or skip the bad ones)
             triples = _merge_id_rows(merges, piece_ids, strict)
         ranks, lefts, rights, merged = triples
         keys, values = _pack(lefts, rights, shift), _pack(ranks, merged, shift)
         self._merges = sliced_dict(keys, values)
-        release(keys, values, merges)  # our copies: freed in slices, not all at once on return
+        release(keys, values)  # our copies: freed in slices, not all at once on return
+        if isinstance(merges, list):
+            release(merges)
         self._merge_columns: tuple | None = (ranks, merged)
         self._merge_rank_map: dict[int, int] | None = None
         size = len(self._bytes)
@@ -818,6 +826,22 @@ def _slice_equals(items: list, start: int, other: list) -> bool:
         if items[start + i:start + i + SLICE] != other[i:i + SLICE]:
             return False
     return True
+
+
+def _given_id_columns(merge_ids: Any, size: int):
+    """`_merge_id_columns` from a (3, n) id array; None unless every id is one of `size`."""
+    if merge_ids is None:
+        return None
+    import numpy as np
+
+    ids = np.asarray(merge_ids, dtype=np.int64)
+    if ids.ndim != 2 or len(ids) != 3 or (ids < 0).any() or (ids >= size).any():
+        return None
+    lefts, rights, merged = ids
+    n = len(merged)
+    if n and (merged == np.arange(merged[0], merged[0] + n)).all():  # as trained vocabularies list them
+        return range(n), lefts.tolist(), rights.tolist(), range(int(merged[0]), int(merged[0]) + n)
+    return range(n), lefts.tolist(), rights.tolist(), merged.tolist()
 
 
 def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):

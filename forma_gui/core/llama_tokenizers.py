@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from operator import methodcaller
+from typing import Any
 
 from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import LlamaPreTokenizer
@@ -303,9 +304,12 @@ class LlamaBPETokenizer(LlamaTokenizer):
     piece_style = "bytelevel"
 
     def __init__(self, vocab: LlamaVocab, merges: list[str], pre: LlamaPreTokenizer, *,
-                 name: str = "", path: str | None = None) -> None:
+                 merge_ids: Any = None, name: str = "", path: str | None = None) -> None:
+        """`merge_ids`: each merge's (left, right, result) ids if the loader found them
+        (a (3, n) array, see ByteLevelBPETokenizer); the first encode then skips that."""
         super().__init__(vocab, name=name, path=path)
         self.merges = merges
+        self._merge_ids = merge_ids
         self.pre = pre
         self._inner = None
         self._ranks: dict[str, int] | None = None
@@ -331,11 +335,12 @@ class LlamaBPETokenizer(LlamaTokenizer):
                 self._inner = ByteLevelBPETokenizer(
                     self.vocab.tokens, self.merges, pattern=list(self.pre.patterns),
                     ignore_merges=self.vocab.flags.get("ignore_merges", False), strict=False,
-                    name=self.name)
+                    merge_ids=self._merge_ids, name=self.name)
+                self._merge_ids = None  # the merge table holds them now
                 from forma_gui.core.byte_map import BYTE_TO_UNICODE
 
-                ids = self.vocab.token_to_id
-                self._missing = frozenset(c for c in BYTE_TO_UNICODE.values() if c not in ids)
+                id_of = self._inner.id_of  # the same texts as vocab.token_to_id: no second dict
+                self._missing = frozenset(c for c in BYTE_TO_UNICODE.values() if id_of(c) is None)
             return self._inner
 
     def token_score(self, token_id: int) -> float | None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from array import array
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from forma_gui.core.sentencepiece import byte_to_char_offsets, tile_spans
+from forma_gui.core.slices import sliced_dict
 from forma_gui.core.tokenizer import AddedToken, Token, Tokenizer
 
 # llama_token_attr bits (llama.h)
@@ -55,6 +56,11 @@ FIM_TEXTS = {
 }
 #: gpt-oss: always rendered, so llama.cpp makes them USER_DEFINED
 ALWAYS_USER_DEFINED = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
+#: every text the attribute fix-ups look for by name (see `LlamaVocab._fix_attrs`)
+NAMED_TEXTS = tuple(dict.fromkeys(
+    EOG_TEXTS + sum(FIM_TEXTS.values(), ()) + ALWAYS_USER_DEFINED
+    + ("<|end|>", "<|return|>", "<|call|>", "<|calls|>", "<|flush|>", "<|tool_response>", "</s>",
+       "<mask>", "<unk>", "<s>", "<|endoftext|>", "[MASK]")))
 
 
 class LlamaVocab:
@@ -66,25 +72,45 @@ class LlamaVocab:
     treat_whitespace_as_suffix, lowercase, strip_accents.
     """
 
-    def __init__(self, tokens: list[str], attrs: Sequence[int], scores: Sequence[float] | None,
+    def __init__(self, tokens: Sequence[str], attrs: Sequence[int], scores: Sequence[float] | None,
                  *, specials: dict[str, int | None], flags: dict[str, bool],
                  model_name: str = "", pre: str = "", architecture: str = "",
-                 token_to_id: dict[str, int] | None = None) -> None:
-        self.tokens = tokens
+                 token_to_id: dict[str, int] | None = None,
+                 find_texts: Callable[[Sequence[str]], dict[str, int]] | None = None) -> None:
+        """`token_to_id` is built from `tokens` when first asked for if not given; until
+        then `find_texts` (which texts of a list are tokens: {text: id}), if given, answers
+        the look-ups by name made here (a loader that can look texts up without the dict)."""
+        # a list, or a sequence decoded on access (a GGUF's LazyStrings): then the list is
+        # made when first asked for, and loading reads only the few texts it needs
+        self._tokens: list[str] | None = tokens if isinstance(tokens, list) else None
+        self._texts: Sequence[str] = tokens
         self.attrs = attrs if isinstance(attrs, array) else array("H", attrs)
         self.scores = scores
         self.specials = specials
         self.flags = flags
         self._token_to_id = token_to_id
+        self._find_texts = find_texts
         self._special_cache: list[int] | None = None
         self._fix_attrs(model_name.lower(), pre, architecture)
 
     # ---- look-ups --------------------------------------------------------------------------
     @property
+    def tokens(self) -> list[str]:
+        """The token texts by id (made from an undecoded sequence on first use, in chunks)."""
+        if self._tokens is None:
+            self._tokens = list(self._texts)
+            self._texts = self._tokens
+        return self._tokens
+
+    def text(self, token_id: int) -> str:
+        """One token's text, without decoding all of them."""
+        return self._texts[token_id]
+
+    @property
     def token_to_id(self) -> dict[str, int]:
         """Text -> id (the last id wins for a repeated text, as std::map assignment)."""
-        if self._token_to_id is None:
-            self._token_to_id = dict(zip(self.tokens, range(len(self.tokens))))
+        if self._token_to_id is None:  # in slices: a worker building it holds the GIL
+            self._token_to_id = sliced_dict(self.tokens, range(len(self._texts)))
         return self._token_to_id
 
     def text_to_token(self, text: str) -> int | None:
@@ -96,32 +122,39 @@ class LlamaVocab:
         return 0.0 if self.scores is None else float(self.scores[token_id])
 
     def __len__(self) -> int:
-        return len(self.tokens)
+        return len(self._texts)
 
     # ---- attributes (llama_vocab::impl::load) ----------------------------------------------
-    def _set(self, text: str, bit: int, value: bool = True) -> None:
-        i = self.text_to_token(text)
+    def _ids_of(self, texts: Sequence[str]) -> dict[str, int]:
+        """{text: id} for those of `texts` that are tokens."""
+        if self._token_to_id is None and self._find_texts is not None:
+            return self._find_texts(texts)
+        ids = self.token_to_id
+        return {t: ids[t] for t in texts if t in ids}
+
+    def _set(self, ids: dict[str, int], text: str, bit: int, value: bool = True) -> None:
+        i = ids.get(text)
         if i is not None:
             self.attrs[i] = self.attrs[i] | bit if value else self.attrs[i] & ~bit
 
     def _fix_attrs(self, model_name: str, pre: str, architecture: str) -> None:
         """The by-name attribute changes llama.cpp makes after reading the token types."""
-        ids = self.token_to_id
+        ids = self._ids_of(NAMED_TEXTS)
         present = [t for t in EOG_TEXTS if t in ids]
         for key, texts in FIM_TEXTS.items():
             if self.specials.get(key) is None:
                 present += [t for t in texts if t in ids]
         for text in present:
-            self._set(text, ATTR_CONTROL)
+            self._set(ids, text, ATTR_CONTROL)
         for i in self._with_bits(ATTR_CONTROL):
-            if "unused" in self.tokens[i]:
+            if "unused" in self.text(i):
                 self.attrs[i] |= ATTR_UNUSED
         for text in ALWAYS_USER_DEFINED:
             if text in ids:
                 self.attrs[ids[text]] = ATTR_USER_DEFINED
         self._harmony_workarounds(ids)
         self._special_cache = self._build_special_cache()
-        self._strip_flags(model_name, pre, architecture)
+        self._strip_flags(ids, model_name, pre, architecture)
 
     def _harmony_workarounds(self, ids: dict[str, int]) -> None:
         """o200k_harmony / solar-open keep "<|end|>" out of EOG (then USER_DEFINED);
@@ -142,22 +175,23 @@ class LlamaVocab:
     def _build_special_cache(self) -> list[int]:
         """CONTROL/USER_DEFINED/UNKNOWN ids, longest text first (ties in id order)."""
         special = self._with_bits(SPECIAL_ATTRS)
-        special.sort(key=lambda i: -len(self.tokens[i].encode("utf-8", "surrogateescape")))
+        special.sort(key=lambda i: -len(self.text(i).encode("utf-8", "surrogateescape")))
         return special
 
-    def _strip_flags(self, model_name: str, pre: str, architecture: str) -> None:
+    def _strip_flags(self, ids: dict[str, int], model_name: str, pre: str,
+                     architecture: str) -> None:
         """Per-model LSTRIP/RSTRIP, as llama.cpp sets them by name."""
         if (any(s in pre for s in ("jina-v2-de", "jina-v2-es", "jina-v2-code"))
                 or any(s in architecture for s in ("nomic-bert-moe", "jina-bert-v3"))):
-            self._set("<mask>", ATTR_LSTRIP)
+            self._set(ids, "<mask>", ATTR_LSTRIP)
         elif "phi-3" in model_name or "phi3" in model_name:
             for i in self._special_cache:
                 self.attrs[i] |= ATTR_RSTRIP
-            self._set("</s>", ATTR_RSTRIP)
+            self._set(ids, "</s>", ATTR_RSTRIP)
             for text in ("<unk>", "<s>", "<|endoftext|>"):
-                self._set(text, ATTR_RSTRIP, False)
+                self._set(ids, text, ATTR_RSTRIP, False)
         elif "modern-bert" in model_name:
-            self._set("[MASK]", ATTR_LSTRIP)
+            self._set(ids, "[MASK]", ATTR_LSTRIP)
 
     def token_type(self, token_id: int) -> str:
         attr = self.attrs[token_id]
@@ -291,7 +325,7 @@ class LlamaTokenizer(Tokenizer):
     kind = "llama.cpp tokenizer"
 
     def __init__(self, vocab: LlamaVocab, *, name: str = "", path: str | None = None) -> None:
-        added = [AddedToken(vocab.tokens[i], i, special=not vocab.attrs[i] & ATTR_USER_DEFINED)
+        added = [AddedToken(vocab.text(i), i, special=not vocab.attrs[i] & ATTR_USER_DEFINED)
                  for i in vocab._special_cache or ()]
         super().__init__(name=name, path=path, added_tokens=added)
         self.vocab = vocab

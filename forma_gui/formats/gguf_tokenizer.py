@@ -34,12 +34,14 @@ from forma_gui.core.llama_pre import UnknownPreTokenizer, llama_pre_tokenizer
 from forma_gui.core.llama_tokenizers import (LlamaBPETokenizer, LlamaSPMTokenizer,
                                              LlamaUGMTokenizer)
 from forma_gui.core.llama_vocab import TYPE_ATTRS, ATTR_NORMAL, LlamaTokenizer, LlamaVocab
-from forma_gui.core.slices import (sliced_all, sliced_dict, sliced_join, sliced_replace, sliced_set,
+from forma_gui.core.slices import (sliced_all, sliced_dict, sliced_join, sliced_set,
                                    sliced_split)
 from forma_gui.core.wordpiece import WordPieceTokenizer
 from forma_gui.errors import FormatError
 from forma_gui.formats.gguf import GGUFFile
+from forma_gui.formats import token_table
 from forma_gui.formats.lazy_strings import LazyStrings
+from forma_gui.formats.token_table import TokenTable
 
 K = "tokenizer.ggml."
 
@@ -118,7 +120,7 @@ def _build(meta: _Meta, name: str, pattern: str | None) -> LlamaTokenizer:
         raise meta.fail(K + "model", f"unknown tokenizer model {model!r} (llama.cpp refuses it; "
                                      f"known: {', '.join(FAMILIES)})")
     family, default_ids, family_flags = FAMILIES[model]
-    tokens, token_ids = _tokens(meta)
+    tokens, token_ids, table = _tokens(meta)
     flags = {**LLAMA_FLAG_DEFAULTS, **family_flags}
     pre_name = meta.get(K + "pre", ("STRING",))
     pre = _pre_tokenizer(meta, pre_name, pattern) if family == "bpe" else None
@@ -137,9 +139,11 @@ def _build(meta: _Meta, name: str, pattern: str | None) -> LlamaTokenizer:
                        model_name=meta.get("general.name", ("STRING",)) or "",
                        pre=pre_name or "",
                        architecture=meta.get("general.architecture", ("STRING",)) or "",
-                       token_to_id=token_ids)
+                       token_to_id=token_ids,
+                       find_texts=None if table is None else table.ids_of)
     if family == "bpe":
-        return LlamaBPETokenizer(vocab, _merges(meta, vocab, pre_name), pre, name=name,
+        merges, merge_ids = _merges(meta, vocab, pre_name, table)
+        return LlamaBPETokenizer(vocab, merges, pre, merge_ids=merge_ids, name=name,
                                  path=meta.path)
     if family == "spm":
         return LlamaSPMTokenizer(vocab, name=name, path=meta.path)
@@ -148,10 +152,15 @@ def _build(meta: _Meta, name: str, pattern: str | None) -> LlamaTokenizer:
     return LlamaUGMTokenizer(vocab, _charsmap(meta), name=name, path=meta.path)
 
 
-def _tokens(meta: _Meta) -> tuple[list[str], dict[str, int]]:
-    """The token texts (an empty one becomes "[EMPTY_<id>]") and text -> id; a repeated
-    text is an error."""
-    tokens = list(meta.get(K + "tokens", ("ARRAY[STRING]",), required=True))
+def _tokens(meta: _Meta) -> tuple[Sequence[str], dict[str, int] | None, TokenTable | None]:
+    """The token texts (an empty one becomes "[EMPTY_<id>]"; still undecoded when the
+    bytes passed the checks), text -> id (None: the vocabulary builds it when first asked)
+    and the texts by bytes (None: not built); a repeated text is an error."""
+    raw = meta.get(K + "tokens", ("ARRAY[STRING]",), required=True)
+    table = TokenTable(raw) if isinstance(raw, LazyStrings) else None
+    if table is not None and table.unique and not table.has_empty:
+        return raw, None, table  # checked on the bytes: the list and the dict can wait
+    tokens = list(raw)
     if "" in tokens:
         tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
     ids = sliced_dict(tokens, range(len(tokens)))  # in slices: a loading worker holds the GIL
@@ -160,7 +169,7 @@ def _tokens(meta: _Meta) -> tuple[list[str], dict[str, int]]:
             if ids[t] != i:
                 raise meta.fail(K + "tokens", f"token {i} {t!r} repeats token {ids[t]} "
                                               "(llama.cpp asserts the texts are unique)")
-    return tokens, ids
+    return tokens, ids, table
 
 
 def _counted(meta: _Meta, key: str, types: tuple[str, ...], n: int):
@@ -237,17 +246,23 @@ def _add_flags(meta: _Meta, flags: dict[str, bool], specials: dict[str, int | No
     flags["strip_accents"] = flags["lowercase"] if strip is None else strip
 
 
-def _merges(meta: _Meta, vocab: LlamaVocab, pre_name: str | None) -> Sequence[str]:
+def _merges(meta: _Meta, vocab: LlamaVocab, pre_name: str | None,
+            table: TokenTable | None) -> tuple[Sequence[str], Any]:
     """The merges, each naming two tokens of the vocabulary (llama.cpp splits at the first
-    space after position 0). Still undecoded (LazyStrings) when they pass the fast check:
+    space after position 0), and, when `table` could find them, their (left, right, result)
+    ids for the first encode. Still undecoded (LazyStrings) when they pass the fast checks:
     the merge table is built on the first encode."""
     key = K + "merges"
     merges = meta.get(key, ("ARRAY[STRING]",), required=pre_name != "kimi-k2")
     if not merges:
-        return []
+        return [], None
+    if table is not None and isinstance(merges, LazyStrings):
+        merge_ids = token_table.merge_ids(merges, table)
+        if merge_ids is not None:
+            return merges, merge_ids
     ids = vocab.token_to_id
     if _merges_are_pairs_of_tokens(merges, ids):
-        return merges
+        return merges, None
     for i, merge in enumerate(merges):
         cut = merge.find(" ", 1)
         if cut < 0:
@@ -255,30 +270,19 @@ def _merges(meta: _Meta, vocab: LlamaVocab, pre_name: str | None) -> Sequence[st
         for part in (merge[:cut], merge[cut + 1:]):
             if part not in ids:
                 raise meta.fail(key, f"merge {i} {merge!r} names {part!r}, which is not a token")
-    return merges
+    return merges, None
 
 
 def _merges_are_pairs_of_tokens(merges: Sequence[str], ids: dict[str, int]) -> bool:
     """The common case, checked at C speed: one space in every merge, and both sides tokens
     (then the left side is not empty, and llama.cpp's split at the first space after
     position 0 cuts there). False means: look at each merge."""
-    if isinstance(merges, LazyStrings):
-        if not (merges.byte_counts(ord(" ")) == 1).all():
-            return False
-        text = merges.nul_joined()
-        if text is None:
-            return False
-    else:
-        if sliced_set(methodcaller("count", " "), merges) != {1}:
-            return False
-        text = "\0" + sliced_join("\0", merges)
-    # in slices, as _tokens: one pass over half a million parts held the GIL for ~70 ms
-    parts = sliced_split(sliced_replace(text, " ", "\0"), "\0")  # "", then left, right of each merge
-    if len(parts) != 2 * len(merges) + 1:
+    if sliced_set(methodcaller("count", " "), merges) != {1}:
         return False
+    # in slices, as _tokens: one pass over half a million parts held the GIL for ~70 ms
+    parts = sliced_split(sliced_join(" ", merges), " ")  # one space each: 2 parts each
     # each distinct side once: a set hashes every fresh string once, then only the distinct
     # ones (about a third) are looked up: ~3x faster than a lookup per side
-    del parts[0]  # the "" in front of the first merge
     return sliced_all(ids.__contains__, list(sliced_set(None, parts)))
 
 

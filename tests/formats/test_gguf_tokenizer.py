@@ -107,6 +107,24 @@ def test_special_tokens_and_flags():
     assert _vocab("llama-spm").token_type(3) == "byte"
 
 
+@pytest.mark.parametrize("name", ["gpt-2", "qwen2"])
+def test_texts_and_merge_table_from_the_bytes_equal_gguf_py_and_the_text_path(name):
+    """The loader checks and looks the tokens and merges up on their bytes (TokenTable):
+    the texts equal gguf-py's, and the merge table equals one built from the texts."""
+    from forma_gui.core.bytelevel import ByteLevelBPETokenizer
+
+    path = data_file("gguf-vocab", f"ggml-vocab-{name}.gguf")
+    tok = load_gguf_tokenizer(path)
+    field = gguf.GGUFReader(path).fields["tokenizer.ggml.tokens"]
+    expected = [bytes(field.parts[i]).decode("utf-8", "surrogateescape") for i in field.data]
+    assert tok.vocab.tokens == expected
+    assert tok.vocab.token_to_id == {t: i for i, t in enumerate(expected)}
+    assert tok._merge_ids is not None  # the bytes path ran
+    texts = ByteLevelBPETokenizer(expected, list(tok.merges), pattern=list(tok.pre.patterns),
+                                  strict=False)
+    assert tok.inner._merges == texts._merges
+
+
 @pytest.mark.parametrize("name", VECTORS)
 def test_decode_round_trips(name):
     tok = _vocab(name)

@@ -83,10 +83,15 @@ def test_decoding_equals_one_by_one(items: list[bytes], order: str, data: st.Dat
         assert strings[i] == expected[i]
     assert [s.encode("utf-8", "surrogateescape") for s in strings] == items  # nothing lost
     assert list(reversed(strings)) == expected[::-1]
+    data, starts, lengths = strings.spans()
+    assert [data[a:a + n].tobytes() for a, n in zip(starts, lengths)] == items
     for byte in (0, 0x20, 0x80):
-        assert strings.byte_counts(byte).tolist() == [s.count(bytes([byte])) for s in items]
-    joined = "".join("\0" + s for s in expected)
-    assert strings.nul_joined() == (None if any(b"\0" in s for s in items) else joined)
+        at = strings.only_byte(byte)
+        if all(s.count(bytes([byte])) == 1 for s in items):
+            assert at is not None and data[at].tolist() == [byte] * len(items)
+            assert ((at >= starts) & (at < starts + lengths)).all()
+        else:
+            assert at is None
 
 
 def test_index_errors_and_equality() -> None:
