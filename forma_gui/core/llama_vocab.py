@@ -339,7 +339,7 @@ class LlamaTokenizer(Tokenizer):
         return len(self.vocab)
 
     def piece(self, token_id: int) -> str:
-        return self.vocab.tokens[token_id]
+        return self.vocab.text(token_id)
 
     def id_of(self, piece: str) -> int | None:
         return self.vocab.text_to_token(piece)
