@@ -425,8 +425,11 @@ class ByteLevelBPETokenizer(Tokenizer):
         if not np.array_equal(piece_ends[np.minimum(last_piece, len(pieces) - 1)], chunk_ends):
             # a pre-token crossed a seam: the pattern is not space-safe after all
             raise RuntimeError(f"pattern {self._patterns[0].pattern!r} is not space-safe")
-        distinct, which = _distinct_strings(pieces)
-        flat, counts = self._distinct_ids(distinct)
+        data = "".join(order).encode()
+        ends = _byte_offsets(data, piece_ends)                   # (pieces,) where each one's bytes end
+        starts = np.append(0, ends[:-1])
+        first, which = _distinct_spans(data, starts, ends)      # one occurrence of each distinct pre-token
+        flat, counts = self._distinct_ids(list(map(pieces.__getitem__, first.tolist())))
         ids, id_counts = _gather_runs(flat, counts, which)      # (ids,) every pre-token's ids, in order
         id_ends = np.cumsum(id_counts)[last_piece] * ID_SIZE
         self._chunk_cache.update(zip(order, _split_bytes(ids.tobytes(), id_ends.tolist())))
@@ -964,20 +967,105 @@ def _gather_runs(flat, counts, which):
     return flat[index], lengths
 
 
-def _distinct_strings(items: list[str]):
-    """(the distinct items, in order of first appearance; for every item its index among them).
+def _byte_offsets(data: bytes, char_offsets):
+    """UTF-8 byte offsets in `data` of character offsets (numpy; len(data) for the end).
 
-    >>> distinct, which = _distinct_strings(["a", "b", "a"])
-    >>> distinct, which.tolist()
-    (['a', 'b'], [0, 1, 0])
+    >>> import numpy as np
+    >>> _byte_offsets("aé中b".encode(), np.array([1, 2, 3, 4])).tolist()
+    [1, 3, 6, 7]
     """
     import numpy as np
 
-    last = dict(zip(items, count()))                                # item -> its last place
-    places = np.fromiter(map(last.__getitem__, items), dtype=np.int64, count=len(items))
-    number = np.empty(len(items), dtype=np.int64)
-    number[np.fromiter(last.values(), dtype=np.int64, count=len(last))] = np.arange(len(last))
-    return list(last), number[places]
+    units = np.frombuffer(data, dtype=np.uint8)
+    if len(units) == char_offsets[-1]:  # ASCII
+        return char_offsets
+    char_starts = np.flatnonzero((units & 0xC0) != 0x80)             # (chars,) not a continuation byte
+    return np.append(char_starts, len(units))[char_offsets]
+
+
+def _distinct_spans(data: bytes, starts, ends):
+    """(one index of each distinct span of `data`, for every span the number of its distinct one).
+
+    Spans of up to 7 bytes are told apart by their bytes and length packed into 64 bits; longer
+    ones by a 56-bit hash of their 8-byte words, checked word for word against the span they
+    are taken for (`_distinct_spans_reference` if any hash collides). Numbers follow the first
+    index's order.
+
+    >>> import numpy as np
+    >>> first, which = _distinct_spans(b"abcab", np.array([0, 2, 3]), np.array([2, 3, 5]))
+    >>> first.tolist(), which.tolist()
+    ([0, 1], [0, 1, 0])
+    """
+    import numpy as np
+
+    lengths = ends - starts
+    words = np.ndarray((len(data) + 1,), dtype="<u8", buffer=data + bytes(8), strides=(1,))
+    short = np.minimum(lengths, _KEY_BYTES)
+    masks = np.array([(1 << 8 * k) - 1 for k in range(_KEY_BYTES + 1)], dtype=np.uint64)  # k first bytes
+    keys = words[starts] & masks[short] | short.astype(np.uint64) << np.uint64(56)
+    long = np.flatnonzero(lengths > _KEY_BYTES)
+    if len(long):
+        keys[long] = _span_hashes(words, starts[long], ends[long]) | np.uint64(0xFF << 56)
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.empty(len(keys), dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    number = np.cumsum(new) - 1                                       # (spans,) in sorted order
+    first = np.minimum.reduceat(order, np.flatnonzero(new)) if len(keys) else order
+    which = np.empty(len(keys), dtype=np.int64)
+    which[order] = number
+    taken = first[which[long]]                                        # the span each long one is taken for
+    other = long[taken != long]
+    if len(other) and not _same_spans(words, starts[other], ends[other], starts[taken[taken != long]],
+                                      ends[taken[taken != long]]):
+        return _distinct_spans_reference(data, starts, ends)
+    by_first = np.argsort(first)                                      # renumber in order of first index
+    renumber = np.empty(len(first), dtype=np.int64)
+    renumber[by_first] = np.arange(len(first))
+    return first[by_first], renumber[which]
+
+
+def _span_hashes(words, starts, ends):
+    """56-bit hashes of spans of at least 8 bytes from their 8-byte words (the last one ends at the span's end)."""
+    import numpy as np
+
+    count_words = (ends - starts + 7) // 8                             # (spans,)
+    base = np.cumsum(count_words) - count_words
+    k = np.arange(int(count_words.sum())) - np.repeat(base, count_words)  # (words,) word number in its span
+    at = np.repeat(starts, count_words) + 8 * k
+    np.minimum(at, np.repeat(ends - 8, count_words), out=at)          # the last word: the span's last 8 bytes
+    with np.errstate(over="ignore"):
+        mixed = (words[at] ^ k.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) * np.uint64(0xBF58476D1CE4E5B9)
+        mixed ^= mixed >> np.uint64(31)
+        hashes = np.add.reduceat(mixed, base) * np.uint64(0x94D049BB133111EB) + (ends - starts).astype(np.uint64)
+    return hashes & np.uint64((1 << 56) - 1)
+
+
+def _same_spans(words, a_starts, a_ends, b_starts, b_ends) -> bool:
+    """Whether every span a equals span b (equal lengths, same 8-byte words)."""
+    import numpy as np
+
+    if not np.array_equal(a_ends - a_starts, b_ends - b_starts):
+        return False
+    count_words = (a_ends - a_starts + 7) // 8
+    base = np.cumsum(count_words) - count_words
+    step = 8 * (np.arange(int(count_words.sum())) - np.repeat(base, count_words))
+    a = np.minimum(np.repeat(a_starts, count_words) + step, np.repeat(a_ends - 8, count_words))
+    b = np.minimum(np.repeat(b_starts, count_words) + step, np.repeat(b_ends - 8, count_words))
+    return bool(np.array_equal(words[a], words[b]))
+
+
+def _distinct_spans_reference(data: bytes, starts, ends):
+    """`_distinct_spans` with a dict of byte strings (the slow, readable definition)."""
+    import numpy as np
+
+    spans = list(map(data.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+    number = dict(zip(dict.fromkeys(spans), count()))
+    which = np.fromiter(map(number.__getitem__, spans), dtype=np.int64, count=len(spans))
+    first = np.full(len(number), len(spans), dtype=np.int64)
+    np.minimum.at(first, which, np.arange(len(spans)))
+    return first, which
 
 
 def _flat_ids(packed: list[bytes]):

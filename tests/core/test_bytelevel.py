@@ -249,6 +249,39 @@ def test_distinct_parts_equal_a_set_of_byte_strings(parts):
 
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.lists(st.binary(min_size=1, max_size=20).map(lambda b: bytes(x % 3 + 97 for x in b))  # many repeats
+                | st.text(min_size=1, max_size=8).map(lambda t: t.encode("utf-8", "replace")), min_size=1, max_size=60),
+       st.booleans())
+def test_distinct_spans_equal_the_reference(spans, weak):
+    # Short spans are keyed by their bytes, long ones by a hash checked word for word; with a
+    # hash that collides all the time (weak) the check must catch it and fall back.
+    from unittest import mock
+
+    import numpy as np
+
+    data = b"".join(spans)
+    ends = np.cumsum([len(s) for s in spans])
+    starts = ends - [len(s) for s in spans]
+    weak_hash = (lambda words, starts, ends: (ends - starts).astype(np.uint64)) if weak else bytelevel._span_hashes
+    with mock.patch.object(bytelevel, "_span_hashes", weak_hash):
+        first, which = bytelevel._distinct_spans(data, starts, ends)
+    ref_first, ref_which = bytelevel._distinct_spans_reference(data, starts, ends)
+    assert first.tolist() == ref_first.tolist() and which.tolist() == ref_which.tolist()
+    assert [spans[k] for k in first[which].tolist()] == spans
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.text(min_size=1, max_size=40), st.data())
+def test_byte_offsets_of_characters(text, data):
+    import numpy as np
+
+    text = bytelevel.replace_surrogates(text)
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(text)), max_size=6)) | {len(text)})
+    offsets = bytelevel._byte_offsets(text.encode(), np.array(cuts))
+    assert offsets.tolist() == [len(text[:c].encode()) for c in cuts]
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 1 << 20), max_size=4), min_size=1, max_size=10), st.data())
 def test_gather_runs_and_packed_ids(runs, data):
     import numpy as np
