@@ -39,6 +39,7 @@ from forma_gui.core.slices import (sliced_all, sliced_dict, sliced_join, sliced_
 from forma_gui.core.wordpiece import WordPieceTokenizer
 from forma_gui.errors import FormatError
 from forma_gui.formats.gguf import GGUFFile
+from forma_gui.formats.gguf_split import first_shard_path
 from forma_gui.formats import token_table
 from forma_gui.formats.lazy_strings import LazyStrings
 from forma_gui.formats.token_table import TokenTable
@@ -102,11 +103,18 @@ class _Meta:
 
 def load_gguf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> LlamaTokenizer:
     """The tokenizer of a GGUF file, llama.cpp's way. `pattern` replaces the pre-tokenizer
-    regexes of a ``gpt2`` vocabulary (a name from core.patterns or a raw regex)."""
+    regexes of a ``gpt2`` vocabulary (a name from core.patterns or a raw regex). A later shard
+    of a split model reads the first shard's, which holds the model's metadata."""
     path = os.fspath(path)
     with GGUFFile(path, read_tensors=False) as gguf:
-        meta = _Meta(gguf)
-        return _build(meta, Path(path).name, pattern)
+        first = first_shard_path(gguf)
+        if first is None:
+            return _build(_Meta(gguf), Path(path).name, pattern)
+    if not os.path.isfile(first):
+        raise FormatError("the first shard of this split model, which holds its tokenizer, is "
+                          "missing (expected this file)", path=first)
+    with GGUFFile(first, read_tensors=False) as gguf:
+        return _build(_Meta(gguf), Path(first).name, pattern)
 
 
 def _build(meta: _Meta, name: str, pattern: str | None) -> LlamaTokenizer:

@@ -1,4 +1,5 @@
-"""`open_weights`: one interface over GGUF files, safetensors files and sharded folders.
+"""`open_weights`: one interface over GGUF files (split ones too), safetensors files and
+sharded folders.
 
 A `WeightFile` lists tensors (`TensorInfo`: numpy-order shape, GGML-style type name,
 absolute offset) and hands out zero-copy views of their bytes (`raw`) or float32 copies
@@ -191,7 +192,8 @@ def _dequantize_blocks(raw: np.ndarray, dtype: str) -> np.ndarray:
 # -- opening -------------------------------------------------------------------------------
 
 def open_weights(path: str | os.PathLike) -> WeightFile:
-    """Open a .gguf, a .safetensors, a sharded index .json, or a folder holding one of them."""
+    """Open a .gguf (any shard of a split one opens them all), a .safetensors, a sharded
+    index .json, or a folder holding one of them."""
     path = Path(path)
     if path.is_dir():
         return _open_folder(path)
@@ -217,7 +219,8 @@ def sniff_weights(path: Path) -> str:
 
 
 def _open_folder(folder: Path) -> WeightFile:
-    """A folder: sharded safetensors by index, else its safetensors or its one GGUF."""
+    """A folder: sharded safetensors by index, else its safetensors, its one GGUF or the shards
+    of its one split GGUF model."""
     if (folder / INDEX_NAME).is_file():
         return _open_shards(folder / INDEX_NAME)
     shards = sorted(folder.glob("*.safetensors"))
@@ -226,6 +229,11 @@ def _open_folder(folder: Path) -> WeightFile:
     ggufs = sorted(folder.glob("*.gguf"))
     if len(ggufs) == 1:
         return _open_gguf(ggufs[0])
+    if _is_one_split_model(ggufs):
+        w = _open_gguf(ggufs[0])  # the lowest shard: names a missing one, if any
+        if len(w.files) == len(ggufs):
+            return w
+        w.close()  # shard names on files that are not split after all
     if ggufs:
         raise FormatError(f"{len(ggufs)} GGUF files in this folder; open one of them: "
                           + ", ".join(p.name for p in ggufs[:8]), path=folder)
@@ -236,13 +244,34 @@ def _open_folder(folder: Path) -> WeightFile:
 
 
 def _open_gguf(path: Path) -> WeightFile:
+    """One GGUF file, or every shard of the split model it is part of (see gguf_split)."""
     from forma_gui.formats.gguf import GGUFFile
+    from forma_gui.formats.gguf_split import open_shards
 
     g = GGUFFile(path)
-    w = WeightFile(path, "gguf", g.metadata, [g], g.tensors, g.metadata_types)
-    w.format_info.update(version=g.version, alignment=g.alignment, data_offset=g.data_offset,
-                         byte_order="big" if g.byte_order == ">" else "little")
+    shards: list[GGUFFile] = [g]
+    try:
+        shards = open_shards(g)
+        tensors = _union(shards)
+    except BaseException:
+        for s in shards:  # g, and the other shards once open_shards returned them
+            s.close()
+        raise
+    first = shards[0]  # holds the model's metadata; later shards hold only split.*
+    w = WeightFile(path, "gguf", first.metadata, shards, tensors, first.metadata_types)
+    # a split model has no one data offset: each shard has its own
+    where = {"data_offset": first.data_offset} if len(shards) == 1 else {}
+    w.format_info.update(version=first.version, alignment=first.alignment, **where,
+                         byte_order="big" if first.byte_order == ">" else "little")
+    if len(shards) > 1:
+        w.format_info["split_count"] = len(shards)
     return w
+
+
+def _is_one_split_model(paths: list[Path]) -> bool:
+    from forma_gui.formats.gguf_split import is_one_split_model
+
+    return is_one_split_model([p.name for p in paths])
 
 
 def _open_safetensors(paths: list[Path], where: Path, metadata: dict[str, Any]) -> WeightFile:
