@@ -162,3 +162,26 @@ def test_model_files_are_never_written(qtbot, window, smol_copy):
     window.open_default()  # closes the model file
     qtbot.waitUntil(lambda: window.session.weights is None and not window.loading, timeout=30_000)
     assert _fingerprint(smol_copy) == before
+
+
+def test_a_shard_of_a_split_model_opens_the_whole_model(qtbot, window, tmp_path):
+    """Opening the second of three shards shows every shard's tensors and the first shard's
+    tokenizer; a tensor of the last shard opens in the Layout view."""
+    from tests.formats.test_gguf_split import STORED, _vocab_kv, write_model
+
+    paths = write_model(tmp_path / "split.gguf", _vocab_kv(), split_max_tensors=2)
+    _open(qtbot, window, paths[1])
+    weights = window.session.weights
+    assert weights.files == [str(p) for p in paths]
+    assert window.session.tokenizer is not None and window.session.tokenizer.vocab_size == 258
+    tensors = _show(qtbot, window, "Tensors")
+    proxy = tensors.tensorTable.model()
+    assert sorted(proxy.index(r, 0).data() for r in range(proxy.rowCount())) == sorted(STORED)
+    layout = _show(qtbot, window, "Layout")
+    assert weights.tensor("output.weight").file == str(paths[2])
+    layout.picker.tensor_picked.emit("output.weight")
+    qtbot.waitUntil(lambda: layout.result is not None and layout.result.name == "output.weight",
+                    timeout=30_000)
+    values = STORED["output.weight"][0]  # F32, written by gguf-py into the third shard
+    assert (layout.result.stats["min"], layout.result.stats["max"]) == (values.min(), values.max())
+    assert window.last_error is None
