@@ -63,8 +63,10 @@ def write_model(path: Path, kv: dict | None = None, **split) -> list[Path]:
 
 
 def held(folder: Path) -> list[str]:
-    """Files under `folder` this process still has open or mapped."""
-    out = []
+    """Files under `folder` this process still has open or mapped (Linux; [] elsewhere)."""
+    out: list[str] = []
+    if not os.path.isdir("/proc/self/fd"):
+        return out
     for fd in os.listdir("/proc/self/fd"):
         try:
             out.append(os.readlink(f"/proc/self/fd/{fd}"))
