@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -310,7 +311,7 @@ def _cell(t: Any, col: int, role: int) -> Any:
         return _ALIGN_RIGHT
     if role == _TOOLTIP:
         return (f"{t.name}\n{t.dtype} {tuple(t.shape)}\n"
-                f"file bytes 0x{t.offset:X}–0x{t.offset + t.nbytes:X}")
+                f"file bytes 0x{t.offset:X}–0x{t.offset + t.nbytes:X} of {Path(t.file).name}")
     return None
 
 
@@ -825,8 +826,10 @@ class ModelView(QWidget):
             return (f"<b>{head or path}</b> — {path}<br>no tensors: a vocabulary-only file "
                     "(its metadata is below)")
         bits = f" · {8 * size / n:.2f} bits/weight on average" if n else ""
+        files = getattr(weights, "files", [])
+        shards = f" · {len(files)} files" if len(files) > 1 else ""
         return (f"<b>{head or path}</b> — {path}<br>{len(tensors)} tensors · {n:,} parameters"
-                f" · {fmt_bytes(size)} of tensor data{bits}")
+                f" · {fmt_bytes(size)} of tensor data{bits}{shards}")
 
     def set_filter(self, text: str) -> None:
         self.table_proxy.setFilterFixedString(text)

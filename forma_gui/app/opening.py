@@ -1,8 +1,8 @@
 """What opening a path loads, without Qt (it runs in the window's worker).
 
-`load_path(path)` runs off the GUI thread: a .gguf gives a tokenizer and weights, a
-.safetensors weights, a model folder (config.json) weights and its tokenizer, anything
-else a tokenizer.
+`load_path(path)` runs off the GUI thread: a .gguf (or a folder holding one, or the shards
+of one split model) gives a tokenizer and weights, a .safetensors weights, a model folder
+(config.json) weights and its tokenizer, anything else a tokenizer.
 """
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ def load_path(path: str) -> Opened:
     if p.is_dir():
         if (p / "config.json").exists() or any(p.glob("*.safetensors")):
             return _load_model_folder(p)
+        if any(p.glob("*.gguf")):  # one GGUF, or the shards of one split model
+            return _load_gguf(p)
         return Opened(path, tokenizer=_load_tokenizer(p))
     if p.suffix == ".gguf" or _head(p, 4) == b"GGUF":
         return _load_gguf(p)
@@ -64,8 +66,10 @@ def _load_gguf(path: Path) -> Opened:
     if weights is not None and GGUF_TOKENIZER_KEY not in weights.metadata:
         return Opened(str(path), weights=weights,
                       note=f"Opened {path}: it has no vocabulary, the open tokenizer stays")
+    # a folder's GGUF (or its split model's first shard) holds the vocabulary
+    source = Path(weights.files[0]) if path.is_dir() and weights is not None else path
     try:
-        return Opened(str(path), tokenizer=_load_tokenizer(path), weights=weights)
+        return Opened(str(path), tokenizer=_load_tokenizer(source), weights=weights)
     except BaseException:
         close_unused(Opened(str(path), weights=weights))
         raise

@@ -177,6 +177,7 @@ def test_a_shard_of_a_split_model_opens_the_whole_model(qtbot, window, tmp_path)
     tensors = _show(qtbot, window, "Tensors")
     proxy = tensors.tensorTable.model()
     assert sorted(proxy.index(r, 0).data() for r in range(proxy.rowCount())) == sorted(STORED)
+    assert "3 files" in tensors.summary.text()
     layout = _show(qtbot, window, "Layout")
     assert weights.tensor("output.weight").file == str(paths[2])
     layout.picker.tensor_picked.emit("output.weight")
@@ -185,3 +186,18 @@ def test_a_shard_of_a_split_model_opens_the_whole_model(qtbot, window, tmp_path)
     values = STORED["output.weight"][0]  # F32, written by gguf-py into the third shard
     assert (layout.result.stats["min"], layout.result.stats["max"]) == (values.min(), values.max())
     assert window.last_error is None
+
+
+def test_a_folder_of_one_split_model_opens_weights_and_tokenizer(tmp_path):
+    """Open Folder on a split model's shards: all tensors and the first shard's tokenizer."""
+    from forma_gui.app.opening import load_path
+    from tests.formats.test_gguf_split import STORED, _vocab_kv, write_model
+
+    paths = write_model(tmp_path / "split.gguf", _vocab_kv(), split_max_tensors=2)
+    opened = load_path(str(tmp_path))
+    try:
+        assert opened.weights.files == [str(p) for p in paths]
+        assert sorted(t.name for t in opened.weights.tensors) == sorted(STORED)
+        assert opened.tokenizer is not None and opened.tokenizer.vocab_size == 258
+    finally:
+        opened.weights.close()
