@@ -47,8 +47,8 @@ import gc
 import unicodedata
 from array import array
 from contextlib import contextmanager
-from itertools import compress, count, filterfalse, repeat
-from operator import is_, is_not, itemgetter, lshift, methodcaller, or_
+from itertools import compress, count, repeat
+from operator import is_, is_not, itemgetter, lshift, methodcaller, not_, or_
 from typing import Any, Iterable, Mapping, Sequence
 
 import regex
@@ -453,8 +453,12 @@ class ByteLevelBPETokenizer(Tokenizer):
         """(the chunks in joining order, their pre-tokens): `first` leads and `last` ends its group."""
         pattern = self._patterns[0]
         fast = pats.ascii_pattern(pattern.pattern)
-        groups = (list(filter(str.isascii, missing)), list(filterfalse(str.isascii, missing))) \
-            if fast is not None else ([], list(missing))
+        if fast is not None:
+            chunks = list(missing)
+            ascii_flags = list(map(str.isascii, chunks))  # one pass over the (fresh, scattered) strings
+            groups = (list(compress(chunks, ascii_flags)), list(compress(chunks, map(not_, ascii_flags))))
+        else:
+            groups = ([], list(missing))
         order: list[str] = []
         pieces: list[str] = []
         for group, finder in zip(groups, (fast, pattern)):
@@ -904,10 +908,11 @@ def _cut_spans(joined: bytes, lengths, triples):
     cut = first.copy()
     if n > 1:
         code = data[:-1] << 8 | data[1:]                            # (n - 1,) place i: bytes i, i+1
+        inner = _in_bitset(bits, code[:-1] << 8 | data[2:])          # (n - 2,) triple from byte i in a token
         left = np.zeros(n - 1, dtype=bool)                          # triple (i-1, i, i+1) in a token
-        left[1:] = _in_bitset(bits, data[:-2] << 16 | code[1:]) & ~first[1:n - 1]
+        left[1:] = inner & ~first[1:n - 1]
         right = np.zeros(n - 1, dtype=bool)                         # triple (i, i+1, i+2) in a token
-        right[:-1] = _in_bitset(bits, code[:-1] << 8 | data[2:]) & ~first[2:n]
+        right[:-1] = inner & ~first[2:n]
         two_token = np.frombuffer(twos, dtype=np.uint8)[code] == 1
         cut[1:n] |= ~(two_token | left | right)
     positions = np.flatnonzero(cut)                                 # part starts, then n
@@ -918,34 +923,13 @@ def _cut_spans(joined: bytes, lengths, triples):
 def _distinct_parts(joined: bytes, starts) -> tuple[list[bytes], object]:
     """(the distinct parts, as byte strings; for every part its index among them).
 
-    The parts are joined[starts[i]:starts[i + 1]] (the last one runs to the end). Parts of up
-    to 7 bytes are told apart by a numpy key (their bytes and length packed into 64 bits);
-    longer ones, rare, as Python byte strings.
+    The parts are joined[starts[i]:starts[i + 1]] (the last one runs to the end), told apart
+    by `_distinct_spans`; only the distinct ones become Python objects.
     """
     import numpy as np
 
     ends = np.append(starts[1:], len(joined))
-    lengths = ends - starts                                         # (parts,)
-    # the 8 bytes from every offset as one little-endian integer: an overlapping strided view
-    padded = joined + bytes(8)
-    words = np.ndarray((len(joined) + 1,), dtype="<u8", buffer=padded, strides=(1,))
-    masks = np.array([(1 << 8 * k) - 1 for k in range(_KEY_BYTES + 1)], dtype=np.uint64)
-    short = np.minimum(lengths, _KEY_BYTES)
-    keys = words[starts] & masks[short] | short.astype(np.uint64) << np.uint64(56)
-    long = np.flatnonzero(lengths > _KEY_BYTES)
-    if len(long):  # numbered by their first occurrence, with a top byte no short key has
-        spans = list(map(joined.__getitem__, map(slice, starts[long].tolist(), ends[long].tolist())))
-        index = dict(zip(dict.fromkeys(spans), count()))
-        numbers = np.fromiter(map(index.__getitem__, spans), dtype=np.uint64, count=len(long))
-        keys[long] = numbers | np.uint64(0xFF << 56)
-    order = np.argsort(keys)                                        # unstable: any occurrence will do
-    ordered = keys[order]
-    new = np.empty(len(keys), dtype=bool)
-    new[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    which = np.empty(len(keys), dtype=np.int64)
-    which[order] = np.cumsum(new) - 1
-    first = order[new]                                              # one occurrence of each
+    first, which = _distinct_spans(joined, starts, ends)
     spans = map(slice, starts[first].tolist(), ends[first].tolist())
     return list(map(joined.__getitem__, spans)), which
 
@@ -984,17 +968,17 @@ def _byte_offsets(data: bytes, char_offsets):
 
 
 def _distinct_spans(data: bytes, starts, ends):
-    """(one index of each distinct span of `data`, for every span the number of its distinct one).
+    """(one index of each distinct span of `data`, in increasing order; for every span the
+    number of its distinct one) as numpy arrays.
 
     Spans of up to 7 bytes are told apart by their bytes and length packed into 64 bits; longer
     ones by a 56-bit hash of their 8-byte words, checked word for word against the span they
-    are taken for (`_distinct_spans_reference` if any hash collides). Numbers follow the first
-    index's order.
+    are taken for (`_distinct_spans_reference` if any hash collides).
 
     >>> import numpy as np
     >>> first, which = _distinct_spans(b"abcab", np.array([0, 2, 3]), np.array([2, 3, 5]))
-    >>> first.tolist(), which.tolist()
-    ([0, 1], [0, 1, 0])
+    >>> [b"abcab"[s:e] for s, e in zip([0, 2, 3], [2, 3, 5])], which[first].tolist(), which.tolist()[0] == which.tolist()[2]
+    ([b'ab', b'c', b'ab'], [0, 1], True)
     """
     import numpy as np
 
@@ -1006,24 +990,44 @@ def _distinct_spans(data: bytes, starts, ends):
     long = np.flatnonzero(lengths > _KEY_BYTES)
     if len(long):
         keys[long] = _span_hashes(words, starts[long], ends[long]) | np.uint64(0xFF << 56)
-    order = np.argsort(keys)
-    ordered = keys[order]
-    new = np.empty(len(keys), dtype=bool)
-    new[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    number = np.cumsum(new) - 1                                       # (spans,) in sorted order
-    first = np.minimum.reduceat(order, np.flatnonzero(new)) if len(keys) else order
-    which = np.empty(len(keys), dtype=np.int64)
-    which[order] = number
-    taken = first[which[long]]                                        # the span each long one is taken for
-    other = long[taken != long]
-    if len(other) and not _same_spans(words, starts[other], ends[other], starts[taken[taken != long]],
-                                      ends[taken[taken != long]]):
+    taken = _group_keys(keys)
+    other = long[taken[long] != long]                                 # long spans taken for another
+    if len(other) and not _same_spans(words, starts[other], ends[other], starts[taken[other]], ends[taken[other]]):
         return _distinct_spans_reference(data, starts, ends)
-    by_first = np.argsort(first)                                      # renumber in order of first index
-    renumber = np.empty(len(first), dtype=np.int64)
-    renumber[by_first] = np.arange(len(first))
-    return first[by_first], renumber[which]
+    own = taken == np.arange(len(keys))                               # (spans,) each distinct one's own
+    number = np.cumsum(own) - 1
+    return np.flatnonzero(own), number[taken]
+
+
+def _group_keys(keys):
+    """For every key the index of one occurrence of it (the same for all of them) (numpy).
+
+    Each key claims a slot of a table twice as large as the key list (one claimant wins); the
+    keys that find their own value at their slot's winner are done, and the few whose slot went
+    to another key are grouped by sorting.
+
+    >>> import numpy as np
+    >>> taken = _group_keys(np.array([5, 9, 5, 5], dtype=np.uint64))
+    >>> bool(taken[0] == taken[2] == taken[3] != taken[1] == 1)
+    True
+    """
+    import numpy as np
+
+    bits = max(2 * len(keys), 2).bit_length()
+    with np.errstate(over="ignore"):
+        slot = ((keys * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits)).astype(np.int64)
+    winner = np.empty(1 << bits, dtype=np.int64)
+    winner[slot] = np.arange(len(keys))                               # of several claimants, one wins
+    taken = winner[slot]
+    lost = np.flatnonzero(keys[taken] != keys)
+    if len(lost):
+        order = lost[np.argsort(keys[lost])]
+        ordered = keys[order]
+        new = np.empty(len(order), dtype=bool)
+        new[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+        taken[order] = order[new][np.cumsum(new) - 1]                 # the first of each run in sorted order
+    return taken
 
 
 def _span_hashes(words, starts, ends):
