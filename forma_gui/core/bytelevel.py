@@ -436,13 +436,18 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     def _distinct_ids(self, pieces: list[str]):
         """(the ids of distinct pre-tokens one after another, the number of each) as numpy arrays;
-        the new ones are encoded in a batch and cached."""
+        the ones the pre-token cache lacks are encoded in a batch.
+
+        Not cached per pre-token: the chunk cache holds them for a repeat, the part cache keeps
+        their merging cheap for new text, and caching ~40k pre-tokens of a cold 2 MB encode
+        would cost ~8% of it. `encode_pretoken` (the live-editing path) caches its own.
+        """
         import numpy as np
 
         packed = list(map(self._piece_cache.get, pieces))
         if None in packed:
             new = list(map(is_, packed, repeat(None)))
-            flat, counts = self._batch_ids(list(compress(pieces, new)))
+            flat, counts = self._batch_ids(list(compress(pieces, new)), remember=False)
             if len(counts) == len(pieces):  # all new (a cold encode)
                 return flat, counts
             fresh = iter(_split_bytes(flat.tobytes(), (np.cumsum(counts) * ID_SIZE).tolist()))
@@ -524,10 +529,10 @@ class ByteLevelBPETokenizer(Tokenizer):
         """Encode many pre-tokens the cache lacks at once (see `_batch_ids`) and cache them."""
         self._batch_ids(pieces)
 
-    def _batch_ids(self, pieces: list[str]):
-        """The same as encode_pretoken on each pre-token, cached, as (ids one after another,
-        the number of each) numpy arrays; the cuts for all of them are found in one numpy
-        pass and each distinct part is merged once.
+    def _batch_ids(self, pieces: list[str], remember: bool = True):
+        """The same as encode_pretoken on each pre-token (cached if `remember`), as (ids one
+        after another, the number of each) numpy arrays; the cuts for all of them are found in
+        one numpy pass and each distinct part is merged once.
 
         No Python object is made per part: the parts are cut, told apart and given their ids
         as numpy arrays, and only the distinct ones become byte strings.
@@ -535,7 +540,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         cache = self._piece_cache
         if len(cache) + len(pieces) > CACHE_LIMIT:
             cache.clear()
-        if len(pieces) < BATCH or self._pair_table() is None:
+        if len(pieces) < BATCH or self._pair_table() is None:  # few: one by one (cached)
             return _flat_ids(list(map(self._packed_pretoken, pieces)))
         import numpy as np
 
@@ -552,7 +557,8 @@ class ByteLevelBPETokenizer(Tokenizer):
             all_ids[from_merges] = ids
             all_ids[~from_merges] = list(compress(whole, map(is_not, whole, repeat(None))))
             ids, counts = all_ids, all_counts
-        cache.update(zip(pieces, _split_bytes(ids.tobytes(), (np.cumsum(counts) * ID_SIZE).tolist())))
+        if remember:
+            cache.update(zip(pieces, _split_bytes(ids.tobytes(), (np.cumsum(counts) * ID_SIZE).tolist())))
         return ids, counts
 
     def _merged_ids(self, datas: list[bytes]):
