@@ -395,7 +395,7 @@ class ByteLevelBPETokenizer(Tokenizer):
             return unpack_ids(b"".join(map(cache.__getitem__, chunks)))
         except KeyError:
             pass
-        missing = set(chunks).difference(cache)
+        missing = set(chunks).difference(cache) if cache else set(chunks)
         if len(cache) + len(missing) > CACHE_LIMIT:
             cache.clear()
         with _gc_paused():
@@ -444,6 +444,8 @@ class ByteLevelBPETokenizer(Tokenizer):
         """
         import numpy as np
 
+        if not self._piece_cache:  # a cold encode: all new
+            return self._batch_ids(pieces, remember=False)
         packed = list(map(self._piece_cache.get, pieces))
         if None in packed:
             new = list(map(is_, packed, repeat(None)))
