@@ -71,6 +71,8 @@ from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer
 CACHE_LIMIT = 1 << 18
 #: batches of new pre-tokens at least this large are cut with numpy
 BATCH = 64
+#: new non-ASCII chunks of at least this many characters go through the pattern's wide `re` twin
+WIDE_CHARS = 1 << 15
 #: the array code of the ids the caches hold (see `pack_ids`) and its size in bytes
 ID_CODE = "I"
 ID_SIZE = array(ID_CODE).itemsize
@@ -457,18 +459,24 @@ class ByteLevelBPETokenizer(Tokenizer):
         return _flat_ids(packed)
 
     def _pre_tokenize_chunks(self, missing: set[str], first: str, last: str) -> tuple[list[str], list[str]]:
-        """(the chunks in joining order, their pre-tokens): `first` leads and `last` ends its group."""
+        """(the chunks in joining order, their pre-tokens): `first` leads and `last` ends its group.
+
+        ASCII chunks go through the pattern's `re` twin for ASCII (`patterns.ascii_pattern`),
+        many others of the scripts `patterns.wide_pattern` covers through its wide twin, the
+        rest through the pattern itself.
+        """
         pattern = self._patterns[0]
         fast = pats.ascii_pattern(pattern.pattern)
         if fast is not None:
             chunks = list(missing)
             ascii_flags = list(map(str.isascii, chunks))  # one pass over the (fresh, scattered) strings
-            groups = (list(compress(chunks, ascii_flags)), list(compress(chunks, map(not_, ascii_flags))))
+            groups = [(list(compress(chunks, ascii_flags)), fast),
+                      *self._wide_groups(list(compress(chunks, map(not_, ascii_flags))))]
         else:
-            groups = ([], list(missing))
+            groups = [(list(missing), pattern)]
         order: list[str] = []
         pieces: list[str] = []
-        for group, finder in zip(groups, (fast, pattern)):
+        for group, finder in groups:
             if first in group:
                 group.remove(first)
                 group.insert(0, first)
@@ -478,6 +486,22 @@ class ByteLevelBPETokenizer(Tokenizer):
             order += group
             pieces += finder.findall("".join(group)) if group else []
         return order, pieces
+
+    def _wide_groups(self, chunks: list[str]) -> list[tuple[list[str], object]]:
+        """Non-ASCII chunks as (chunks, pattern) groups: those the wide twin covers, and the rest.
+
+        Only for much text: the twin's classes take ~50 ms to read from `regex` (once).
+        """
+        pattern = self._patterns[0]
+        text = "".join(chunks)
+        wide = pats.wide_pattern(pattern.pattern) if len(text) >= WIDE_CHARS else None
+        if wide is None:
+            return [(chunks, pattern)]
+        twin, other = wide
+        if other.search(text) is None:
+            return [(chunks, twin)]
+        covered = list(map(is_, map(other.search, chunks), repeat(None)))
+        return [(list(compress(chunks, covered)), twin), (list(compress(chunks, map(not_, covered))), pattern)]
 
     def _packed_chunk(self, chunk: str) -> bytes:
         """The packed ids of one chunk, pre-token by pre-token (few new chunks, or a fallback)."""

@@ -235,6 +235,25 @@ def test_cold_batch_with_ascii_and_other_chunks_equals_plain_merging(gpt2, r50k,
             == _plain(tok, text)
 
 
+@pytest.mark.parametrize("first, last", [("Привет", " конец  "), ("ﾊﾛｰ", " 😀"), ("x", " y"), ("٣٣", "\n")])
+def test_cold_batch_through_the_wide_twin_equals_plain_merging(gpt2, r50k, first, last, monkeypatch):
+    # Non-ASCII chunks of covered scripts go through the pattern's wide `re` twin, chunks with
+    # other characters (emoji, Arabic digits) through `regex`: three groups, and the text's first
+    # and last chunk must each lead or end its own.
+    monkeypatch.setattr(bytelevel, "WIDE_CHARS", 0)
+    rng = random.Random(5)
+    words = ["".join(rng.choice("abcXY09'.,дежзЁ中文。ｱ가\u3000ſ😀٣") for _ in range(rng.randint(1, 9)))
+             for _ in range(4 * bytelevel.BATCH)]
+    text = first + " " + " ".join(words) + last
+    for tok in (gpt2, r50k):
+        tok.clear_cache()
+        assert tok.encode(text) == _plain(tok, text)
+        assert tok.encode(text) == _plain(tok, text)  # warm
+    covered = " ".join(w for w in words if "😀" not in w and "٣" not in w)
+    r50k.clear_cache()
+    assert r50k.encode(covered) == _plain(r50k, covered)
+
+
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=12).map(lambda b: bytes(x % 3 for x in b))  # many repeats
                 | st.binary(min_size=1, max_size=10), min_size=1, max_size=60))

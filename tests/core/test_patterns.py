@@ -115,3 +115,49 @@ def test_ascii_classes_are_the_unicode_ones_restricted_to_ascii():
     assert "".join(c for c in chars if regex.match(r"\p{N}", c)) == "0123456789"
     assert "".join(c for c in chars if regex.match(r"\s", c)) == "\t\n\x0b\x0c\r "
     assert pats.ascii_pattern("no such pattern") is None
+
+
+# ---- the wide twins: `re` patterns for text of WIDE_BLOCKS characters ----------------------
+
+_WIDE_SOURCES = sorted(pats._WIDE_TWINS)
+_COVERED = [chr(c) for c in range(128)] + [chr(c) for a, b in pats.WIDE_BLOCKS for c in range(a, b + 1)]
+# contractions in every case (and the long s and Kelvin-like folds), each kind of space,
+# letters and digits of several scripts, CJK punctuation, a byte order mark
+_TRICKY = list("'sSſdDmMtTlLvVeErRkK aZ09.,_-\t\n\r\x0b\x0c\x85\xa0\u2000\u2009\u2028\u202f\u3000"
+               "ЖжЁё中文。，！ー가ｱ１〇²½\ufeff\u200b")  # all covered (checked below)
+_WIDE_TEXT = (st.lists(st.sampled_from(_TRICKY), max_size=40).map("".join)
+              | st.lists(st.sampled_from(_COVERED), max_size=30).map("".join))
+
+
+def test_wide_classes_are_the_regex_ones_on_every_covered_character():
+    import re
+
+    import regex
+
+    classes = pats.wide_classes()
+    text = "".join(_COVERED)
+    for body, pattern in ((classes.L, r"\p{L}"), (classes.N, r"\p{N}"), (classes.W, r"\s")):
+        assert re.findall(f"[{body}]", text) == regex.findall(pattern, text)
+    for letter in "sdmtlver":
+        assert re.findall(f"[{classes.fold(letter)}]", text) == regex.findall(f"(?i){letter}", text)
+    twin, other = pats.wide_pattern(pats.PATTERNS["gpt2"])
+    assert other.search(text) is None and other.search("".join(_TRICKY)) is None
+    assert other.search("\u0250") and other.search("Ⅷ") and other.search("😀")
+
+
+@pytest.mark.parametrize("source", _WIDE_SOURCES)
+@settings(max_examples=MAX_EXAMPLES)
+@given(text=_WIDE_TEXT)
+def test_wide_twin_equals_the_pattern_on_covered_text(source, text):
+    twin, _ = pats.wide_pattern(source)
+    assert twin.findall(text) == pats.compile_pattern(source).findall(text)
+
+
+@pytest.mark.parametrize("source", _WIDE_SOURCES)
+def test_wide_twin_on_every_pair_of_tricky_characters(source):
+    twin, _ = pats.wide_pattern(source)
+    pairs = "|".join(a + b for a in _TRICKY for b in _TRICKY)
+    triples = "|".join(a + b + c for a in "'sſ Ж\n\u3000" for b in "'sSſtTlL Ж1\n" for c in "'lLeE sſ\r")
+    for text in (pairs, triples, "".join(_COVERED)):
+        assert twin.findall(text) == pats.compile_pattern(source).findall(text)
+    assert pats.wide_pattern("no such pattern") is None
