@@ -19,6 +19,8 @@
 """
 from __future__ import annotations
 
+import math
+import re
 import threading
 from operator import methodcaller
 from typing import Any
@@ -27,7 +29,8 @@ from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import LlamaPreTokenizer
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
                                         LlamaTokenizer, LlamaVocab, char_spans)
-from forma_gui.core.sentencepiece import FLT_MAX, ONE_CHAR_LEN, SPACE, f32, merge_by_score
+from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, f32,
+                                          merge_adjacent, merge_by_score)
 from forma_gui.core.slices import sliced_dict, sliced_map
 from forma_gui.core.tokenizer import MergeStep
 
@@ -47,10 +50,26 @@ def byte_token(vocab: LlamaVocab, byte: int) -> int | None:
 # ---- SPM ---------------------------------------------------------------------------------
 
 class LlamaSPMTokenizer(LlamaTokenizer):
-    """``tokenizer.ggml.model == "llama"``: llm_tokenizer_spm_session."""
+    """``tokenizer.ggml.model == "llama"``: llm_tokenizer_spm_session.
+
+    The session merges over the whole fragment, but a merge only joins two symbols whose
+    text together is a token. When no token holds a ``▁`` right after another character
+    (`_words`), no merge can join a character to a ``▁`` after it: the fragment falls apart
+    into words (``▁*[^▁]*``) that never interact. A pair's place in the queue is its score,
+    then its left symbol's position, so within one word the merges come in the same order
+    with or without the other words, and the final symbols, their tokens and their byte
+    fallback are the word's own. Each word is then merged once and cached, exactly.
+    """
 
     kind = "SentencePiece BPE (llama.cpp)"
     piece_style = "sentencepiece"
+    WORD_CACHE_LIMIT = 1 << 16
+
+    def __init__(self, vocab: LlamaVocab, *, name: str = "", path: str | None = None) -> None:
+        super().__init__(vocab, name=name, path=path)
+        self._word_tables: dict | None = None
+        self._word_cache: dict[str, tuple[tuple[int, int, int], ...]] = {}
+        self._lock = threading.Lock()
 
     def _normal_bytes(self, token_id: int) -> bytes:
         return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
@@ -63,22 +82,88 @@ class LlamaSPMTokenizer(LlamaTokenizer):
             self._scores_list = scores
         return scores
 
+    def _escaped(self, text: str, start: int, end: int, after_special: bool) -> tuple[str, int]:
+        """The fragment as the session sees it (spaces -> ▁, maybe one prepended), and the
+        number of prepended characters."""
+        prefix = 1 if self.vocab.flags.get("add_space_prefix") and after_special else 0
+        return (" " * prefix + text[start:end]).replace(" ", SPACE), prefix
+
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
-        prefix = 1 if self.vocab.flags.get("add_space_prefix") and after_special else 0
-        escaped = (" " * prefix + text[start:end]).replace(" ", SPACE)
+        tables = self._words()
+        if tables is None:
+            return self._fragment_spans_reference(text, start, end, after_special)
+        escaped, prefix = self._escaped(text, start, end, after_special)
+        out: list[tuple[int, int, int]] = []
+        base = start - prefix  # escaped position -> text position
+        for word in _SPM_WORD.findall(escaped):
+            spans = self._word_cache.get(word) or self._encode_word(word, tables)
+            out += [(t, base + b, base + e) for t, b, e in spans]
+            base += len(word)
+        if prefix:  # the prepended ▁ has no character: its spans start (or end) at `start`
+            k = 0
+            while k < len(out) and out[k][1] < start:
+                out[k] = (out[k][0], start, max(start, out[k][2]))
+                k += 1
+        return out
+
+    def _fragment_ids(self, text: str, start: int, end: int, after_special: bool) -> list[int]:
+        """The ids of `_fragment_spans` without making the spans."""
+        tables = self._words()
+        if tables is None:
+            return [t for t, _, _ in self._fragment_spans_reference(text, start, end, after_special)]
+        escaped, _ = self._escaped(text, start, end, after_special)
+        ids: list[int] = []
+        cache = self._word_cache
+        for word in _SPM_WORD.findall(escaped):
+            spans = cache.get(word) or self._encode_word(word, tables)
+            ids += [t for t, _, _ in spans]
+        return ids
+
+    def _words(self) -> dict | None:
+        """{token text: score} when the vocabulary lets fragments be cut into words (no
+        token has a ``▁`` after another character, every score is a number), else None."""
+        with self._lock:
+            if self._word_tables is None:
+                self._word_tables = self._build_word_tables()
+            return self._word_tables or None
+
+    def _build_word_tables(self) -> dict:
+        import numpy as np
+
         ids, scores = self.vocab.token_to_id, self._score_table()
+        if not np.isfinite(np.asarray(scores, dtype=np.float64)).all():
+            return {}  # NaN orders nothing and -inf is the "no merge" mark: keep the reference
+        texts = list(ids)
+        # one search over all texts; "\0" joins them, so texts holding "\0" are checked alone
+        if _SPM_SEAM.search("\0".join(texts)) or any("\0" + SPACE in t for t in texts if "\0" in t):
+            return {}
+        return {"score": dict(zip(texts, [scores[i] for i in ids.values()]))}
 
-        def score_of(left: str, right: str) -> float | None:
-            token = ids.get(left + right)
-            return None if token is None else scores[token]
+    def _encode_word(self, word: str, tables: dict) -> tuple[tuple[int, int, int], ...]:
+        """A word's (token, start, end) in ``word`` characters, merged and cached."""
+        if len(word) <= SHORT_WORD:
+            final = merge_adjacent(list(word), tables["score"], -math.inf)
+        else:
+            ids, scores = self.vocab.token_to_id, self._score_table()
+            final, _ = merge_by_score(list(word), lambda a, b: _score(ids, scores, a + b))
+        spans = tuple(self._symbol_spans(final, 0, 0))
+        cache = self._word_cache
+        if len(cache) >= self.WORD_CACHE_LIMIT:
+            cache.clear()
+        cache[word] = spans
+        return spans
 
-        final, _ = merge_by_score(list(escaped), score_of)
+    def _symbol_spans(self, final: list[str], base: int,
+                      prefix: int) -> list[tuple[int, int, int]]:
+        """resegment: each final symbol's token, else its bytes' tokens (all spanning it);
+        positions are escaped ones shifted by `base`, the first `prefix` clamped away."""
+        ids = self.vocab.token_to_id
         out: list[tuple[int, int, int]] = []
         pos = 0
         for sym in final:
-            b = start + max(0, pos - prefix)
-            e = start + max(0, pos + len(sym) - prefix)
+            b = base + max(0, pos - prefix)
+            e = base + max(0, pos + len(sym) - prefix)
             token = ids.get(sym)
             if token is not None:
                 out.append((token, b, e))
@@ -87,6 +172,26 @@ class LlamaSPMTokenizer(LlamaTokenizer):
                 out.extend((t, b, e) for t in tokens if t is not None)
             pos += len(sym)
         return out
+
+    def _fragment_spans_reference(self, text: str, start: int, end: int,
+                                  after_special: bool) -> list[tuple[int, int, int]]:
+        """The session over the whole fragment, as llama.cpp runs it (the readable path)."""
+        escaped, prefix = self._escaped(text, start, end, after_special)
+        ids, scores = self.vocab.token_to_id, self._score_table()
+        final, _ = merge_by_score(list(escaped), lambda a, b: _score(ids, scores, a + b))
+        return self._symbol_spans(final, start, prefix)
+
+
+#: a word of the SPM session: spaces, then what follows up to the next space
+_SPM_WORD = re.compile(f"{SPACE}+[^{SPACE}]*|[^{SPACE}]+")
+#: a token text with ▁ after another character could merge across a word start
+_SPM_SEAM = re.compile(f"[^{SPACE}\0]{SPACE}")
+
+
+def _score(ids: dict[str, int], scores: list[float], text: str) -> float | None:
+    """try_add_bigram: the score of the token spelled `text`, None if there is none."""
+    token = ids.get(text)
+    return None if token is None else scores[token]
 
 
 # ---- UGM ---------------------------------------------------------------------------------

@@ -362,7 +362,18 @@ class LlamaTokenizer(Tokenizer):
     def tokenize(self, text: str, *, add_special: bool = False,
                  parse_special: bool = False) -> list[int]:
         """llama_tokenize(text, add_special, parse_special), id for id."""
-        return [i for i, _, _, _ in self._spans(text, add_special, parse_special)]
+        ids: list[int] = []
+        after_special = True  # as in _spans, without the spans
+        for kind, start, end in self.vocab.partition(text, parse_special):
+            if kind is None:
+                ids += self._fragment_ids(text, start, end, after_special)
+                after_special = False
+            else:
+                ids.append(kind)
+                after_special = True
+        if add_special:
+            return [i for i, _, _, _ in self._add_special([(i, 0, 0, False) for i in ids], len(text))]
+        return ids
 
     def encode(self, text: str, *, special: bool = False) -> list[int]:
         """llama.cpp with add_special=False (no BOS/EOS) and parse_special=`special`."""
@@ -399,6 +410,10 @@ class LlamaTokenizer(Tokenizer):
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
         """Tokens of the raw fragment ``text[start:end]`` with spans in `text`."""
+
+    def _fragment_ids(self, text: str, start: int, end: int, after_special: bool) -> list[int]:
+        """The ids of `_fragment_spans` (a subclass may find them without the spans)."""
+        return [i for i, _, _ in self._fragment_spans(text, start, end, after_special)]
 
     def segment(self, text: str, *, special: bool = False) -> list[Token]:
         spans = self._spans(text, False, special)

@@ -125,6 +125,27 @@ def test_texts_and_merge_table_from_the_bytes_equal_gguf_py_and_the_text_path(na
     assert tok.inner._merges == texts._merges
 
 
+ANY_TEXT = st.lists(st.characters(max_codepoint=0x10FFFF) | st.sampled_from(
+    ["\x04", "\x06", "\x13", " ", "  ", "\n", "\u00a0", "\u3000", "'s", "123456", "\ud800",
+     "Hello", " world", "日本"])).map("".join)
+
+
+@pytest.mark.parametrize("name", ["smollm2", "llama-bpe", "qwen2", "gpt-2"])
+@given(data=st.data())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_fast_fragments_equal_llama_cpp_word_by_word(name, data):
+    """The batch path through the byte-level encoder gives llama.cpp's word-by-word tokens
+    and spans, also with bytes the vocabulary lacks (SmolLM2), Unicode spaces and lone
+    surrogates (where it must step aside)."""
+    if name == "smollm2" and name not in _TOKENIZERS:
+        _TOKENIZERS[name] = load_gguf_tokenizer(data_file(*SMOL))
+    tok = _vocab(name)
+    text = data.draw(ANY_TEXT)
+    reference = tok._word_spans(text, 0, len(text)) if text else []
+    assert tok._fragment_spans(text, 0, len(text), True) == reference
+    assert tok._fragment_ids(text, 0, len(text), True) == [i for i, _, _ in reference]
+
+
 @pytest.mark.parametrize("name", VECTORS)
 def test_decode_round_trips(name):
     tok = _vocab(name)
