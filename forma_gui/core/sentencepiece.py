@@ -437,6 +437,46 @@ def merge_by_score(symbols: list, score_of: Callable[[Hashable, Hashable], float
     return out, rev_merge
 
 
+#: above this many symbols `merge_adjacent` (quadratic) hands over to the heap
+SHORT_WORD = 48
+
+
+def merge_adjacent(symbols: list, score: dict, missing: float | int, *,
+                   frozen: Sequence[bool] | None = None) -> list:
+    """`merge_by_score` for a short word, with the same merges in the same order: each
+    step merges the adjacent pair with the highest ``score[left + right]``, the leftmost on
+    ties. The heap is replaced by a list of pair scores that a C-level ``max`` and ``index``
+    scan (the leftmost maximum), cheaper for the few symbols of a word. `missing` marks a
+    pair that does not merge and must be below every score; `frozen` symbols never merge.
+
+    >>> merge_adjacent(list("abc"), {"ab": 1.0, "bc": 2.0, "abc": 0.5}, float("-inf"))
+    ['abc']
+    """
+    syms = list(symbols)
+    get = score.get
+    if frozen is None:
+        pairs = [get(a + b, missing) for a, b in zip(syms, syms[1:])]  # pairs[i]: syms i, i+1
+    else:
+        frozen = list(frozen)
+        pairs = [missing if frozen[i] or frozen[i + 1] else get(syms[i] + syms[i + 1], missing)
+                 for i in range(len(syms) - 1)]
+    while pairs:
+        best = max(pairs)
+        if best == missing:
+            break
+        i = pairs.index(best)
+        merged = syms[i] + syms.pop(i + 1)
+        syms[i] = merged
+        del pairs[i]
+        if frozen is not None:
+            del frozen[i + 1]
+        if i > 0 and (frozen is None or not frozen[i - 1]):
+            pairs[i - 1] = get(syms[i - 1] + merged, missing)
+        if i < len(pairs) and (frozen is None or not frozen[i + 1]):
+            pairs[i] = get(merged + syms[i + 1], missing)
+    return syms
+
+
 def _rank_in_list(prev: list[int], index: int) -> int:
     """Position of linked-list node `index` (number of nodes before it)."""
     pos = 0
