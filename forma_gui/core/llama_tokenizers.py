@@ -25,6 +25,8 @@ import threading
 from operator import methodcaller
 from typing import Any
 
+import regex
+
 from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import LlamaPreTokenizer
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
@@ -402,6 +404,12 @@ def llama_bpe_word(word: str, rank_of: dict[str, int], vocab: LlamaVocab,
     return out
 
 
+_SURROGATE = regex.compile("[\ud800-\udfff]")
+#: longest fragment handed to the byte-level encoder at once (its passes over 256k characters
+#: take a few ms each; over 10 MB, a regex pass alone held the GIL ~250 ms)
+INNER_MAX_CHARS = 1 << 18
+
+
 class LlamaBPETokenizer(LlamaTokenizer):
     """``tokenizer.ggml.model == "gpt2"``: llm_tokenizer_bpe_session over `pre`'s words."""
 
@@ -419,6 +427,7 @@ class LlamaBPETokenizer(LlamaTokenizer):
         self._inner = None
         self._ranks: dict[str, int] | None = None
         self._missing: frozenset[str] | None = None
+        self._lengths = None  # numpy byte length per token, for _inner_spans
         self._lock = threading.Lock()
 
     def _normal_bytes(self, token_id: int) -> bytes:
@@ -473,6 +482,11 @@ class LlamaBPETokenizer(LlamaTokenizer):
 
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
+        fast = self._inner_spans(text[start:end], start)
+        return fast if fast is not None else self._word_spans(text, start, end)
+
+    def _word_spans(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+        """llm_tokenizer_bpe_session's way, word by word: the reference for `_inner_spans`."""
         from forma_gui.core.byte_map import bytes_to_unicode_str
 
         inner = self.inner
@@ -494,6 +508,73 @@ class LlamaBPETokenizer(LlamaTokenizer):
                 pos += size
             out.extend(char_spans(text, start + ws, byte_spans, data))
         return out
+
+    def _fragment_ids(self, text: str, start: int, end: int, after_special: bool) -> list[int]:
+        fragment = text[start:end]
+        if self._inner_ok(fragment):
+            ids = self.inner.encode(fragment)
+            if self._byte_lengths()[ids].sum() == len(fragment.encode("utf-8")):
+                return ids
+        return super()._fragment_ids(text, start, end, after_special)
+
+    def _inner_ok(self, fragment: str) -> bool:
+        """Whether the byte-level encoder's ids are llama.cpp's for this fragment: not where
+        a word holds a byte the vocabulary lacks (llama.cpp looks such words up its own way),
+        a stage treats some Unicode spaces as plain ones (non-ASCII text only), or there are
+        lone surrogates (llama.cpp encodes them, the byte-level encoder replaces them). Nor
+        for a fragment over INNER_MAX_CHARS: one encode of it makes C calls over all of it
+        that hold the GIL too long for a window whose worker runs it."""
+        self.inner  # noqa: B018 - sets _missing
+        if not fragment or len(fragment) > INNER_MAX_CHARS:
+            return False
+        if any(self.pre.wide) and not fragment.isascii():
+            return False
+        if not fragment.isascii() and _SURROGATE.search(fragment):
+            return False
+        if self._missing:  # fine while no word holds a byte the vocabulary lacks
+            data = fragment.encode("utf-8")
+            return len(data.translate(None, self._missing_bytes())) == len(data)
+        return True
+
+    def _missing_bytes(self) -> bytes:
+        from forma_gui.core.byte_map import UNICODE_TO_BYTE
+
+        return bytes(sorted(UNICODE_TO_BYTE[c] for c in self._missing))
+
+    def _inner_spans(self, fragment: str, start: int) -> list[tuple[int, int, int]] | None:
+        """The fragment's tokens from the byte-level encoder's batch paths and caches (several
+        times faster than word by word), or None where that could differ from llama.cpp
+        (see `_inner_ok`)."""
+        if not self._inner_ok(fragment):
+            return None
+        import numpy as np
+
+        data = fragment.encode("utf-8")
+
+        ids = self.inner.encode(fragment)
+        tok = np.array(ids, dtype=np.int64)
+        ends = np.cumsum(self._byte_lengths()[tok])               # (tokens,) byte end of each
+        if len(ends) == 0 or ends[-1] != len(data):
+            return None  # not the fragment's bytes: let the word-by-word path decide
+        begins = ends - self._byte_lengths()[tok]
+        if len(data) == len(fragment):  # ASCII: characters are bytes
+            first, last = begins + start, ends + start
+        else:  # char_spans' rule: from the character holding the first byte to past the last one's
+            lead = np.append((np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80, True)
+            char_at = np.cumsum(lead) - 1                          # (bytes + 1,) character of byte p
+            first = char_at[begins]
+            last = np.maximum(np.where(ends > begins, char_at[np.maximum(ends - 1, 0)] + 1, first), first)
+            first, last = first + start, last + start
+        return list(zip(ids, first.tolist(), last.tolist()))
+
+    def _byte_lengths(self):
+        """(vocabulary,) int64: the byte length of each token as the byte-level encoder spells it."""
+        if self._lengths is None:
+            import numpy as np
+
+            self._lengths = np.fromiter(map(len, self.inner._bytes), dtype=np.int64,
+                                        count=len(self.inner._bytes))
+        return self._lengths
 
     def merge_steps(self, word: str) -> list[MergeStep]:
         return self.inner.merge_steps(word)
