@@ -765,7 +765,13 @@ class SentencePieceTokenizer(Tokenizer):
         """BPE over the whole normalized text, which sentencepiece never pre-splits. When no
         piece holds a ``▁`` after another character, no merge can cross the place where a
         ``▁`` follows a non-``▁``: the text is cut there and each word cached (exactly the
-        same result, much faster on real text)."""
+        same result, much faster on real text). A pair's place in the agenda is its score,
+        then its left symbol's position, so a word's merges come in the same order with or
+        without the other words. Resegmenting a merged UNUSED piece reads ``rev_merge``, the
+        last pair that formed its text anywhere in the input; that pair is the same wherever
+        the text forms (the merges inside a span run in the same order whatever surrounds
+        it, until a neighbour takes an end symbol, after which the span never becomes one
+        symbol), so a word's own ``rev_merge`` gives the same pieces."""
         if trace is None and tables.get("chunkable"):
             cache = tables["chunk_cache"]
             out: list[tuple[int, int]] = []
@@ -774,10 +780,28 @@ class SentencePieceTokenizer(Tokenizer):
                 if ids is None:
                     if len(cache) >= CHUNK_CACHE_LIMIT:
                         cache.clear()
-                    ids = cache[word] = self._bpe_whole(word, tables, None)
+                    ids = cache[word] = self._bpe_word(word, tables)
                 out += ids
             return out
         return self._bpe_whole(normalized, tables, trace)
+
+    def _bpe_word(self, word: bytes, tables: dict) -> list[tuple[int, int]]:
+        """`_bpe_whole` for one word of a chunkable model, without the heap; a word that
+        ends in an UNUSED piece (to resegment, rare) goes through `_bpe_whole`."""
+        symbols, frozen = self._initial_symbols(word)
+        if len(symbols) > SHORT_WORD:
+            return self._bpe_whole(word, tables, None)
+        final = merge_adjacent(symbols, tables["priority"], 0, frozen=frozen if any(frozen) else None)
+        normal, unk, types = tables["normal"], self.model_unk, self.types
+        ids = [normal.get(sym, unk) for sym in final]
+        if any(i != unk and types[i] == UNUSED for i in ids):
+            return self._bpe_whole(word, tables, None)
+        return [(self._model_id(i), len(sym)) for i, sym in zip(ids, final)]
+
+    def _model_id(self, i: int) -> int:
+        """What `_resegment` reports for a piece that is not UNUSED: the piece if the model
+        produces it (NORMAL, USER_DEFINED), else unk."""
+        return i if i != self.model_unk and self.types[i] in (NORMAL, USER_DEFINED) else self.model_unk
 
     def _bpe_whole(self, normalized: bytes, tables: dict,
                    trace: list | None) -> list[tuple[int, int]]:

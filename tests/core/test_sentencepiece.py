@@ -289,3 +289,103 @@ def test_direct_construction_and_types():
         "unknown", "control", "normal", "normal", "normal", "byte"]
     assert sp.token_bytes(5) == b"A" and sp.token_bytes(1) == b"" and sp.token_bytes(4) == b" "
     assert sp.decode([1, 2, 3, 0]) == "ab \u2047 "
+
+
+# ---- BPE word by word ----------------------------------------------------------------------
+
+BPE_MODELS = [MODELS[0], MODELS[2]]
+WORDS_ALPHABET = ALPHABET + ["[INST]", "[/INST]", "[TOOL_CALLS]", "▁▁", "   ", "\n"]
+
+
+def _whole(tok: SentencePieceTokenizer, text: str) -> list[tuple[int, int]]:
+    """The reference: BPE over the whole normalized text, no words, no cache."""
+    normalized, _ = tok.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
+    return tok._bpe_whole(normalized, tok.tables(), None)
+
+
+def _words(tok: SentencePieceTokenizer, text: str) -> list[tuple[int, int]]:
+    normalized, _ = tok.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
+    return tok.encode_normalized(normalized)
+
+
+@pytest.mark.parametrize("name", BPE_MODELS)
+def test_bpe_models_are_cut_into_words(name):
+    assert _cached(data_file("sentencepiece", name))[0].tables()["chunkable"]
+
+
+@given(st.lists(st.sampled_from(WORDS_ALPHABET), max_size=60).map("".join) | st.text())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_bpe_words_equal_the_whole_text_and_the_library(text):
+    """User-defined pieces (frozen), spaces, byte fallback and unknown characters."""
+    for name in BPE_MODELS:
+        tok, lib = _cached(data_file("sentencepiece", name))
+        assert _words(tok, text) == _whole(tok, text)
+        assert tok.encode(text) == lib.encode(text)
+
+
+def test_bpe_words_on_botchan_equal_the_library():
+    text = data_file("sentencepiece", "botchan.txt").read_text(encoding="utf-8")[:60000]
+    for name in BPE_MODELS:
+        tok, lib = _cached(data_file("sentencepiece", name))
+        assert tok.encode(text) == lib.encode(text)
+    tok = _cached(data_file("sentencepiece", MODELS[0]))[0]
+    assert _words(tok, text[:8000]) == _whole(tok, text[:8000])
+
+
+def _edited(path, tmp_path, edit) -> tuple[SentencePieceTokenizer, spm.SentencePieceProcessor]:
+    model = pb.ModelProto()
+    model.ParseFromString(path.read_bytes())
+    edit(model)
+    out = tmp_path / "edited.model"
+    out.write_bytes(model.SerializeToString())
+    return load_sentencepiece(out), _lib(out)
+
+
+def test_bpe_piece_across_a_word_start_keeps_the_whole_text(tmp_path):
+    """A piece "e▁t" joins two words: the model is not cut (and still equals the library)."""
+    def add(model):
+        piece = model.pieces.add()
+        piece.piece, piece.score, piece.type = "e▁t", 0.0, 1
+    tok, lib = _edited(data_file("sentencepiece", MODELS[0]), tmp_path, add)
+    assert not tok.tables()["chunkable"]
+    text = "the tree the table"
+    assert tok.id_of("e▁t") in lib.encode(text)
+    assert tok.encode(text) == lib.encode(text)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bpe_unused_pieces_resegment_word_by_word(tmp_path, seed):
+    """A merged UNUSED piece splits back by the pair that formed its text, which is the same
+    in every word: word by word equals the whole text and the library."""
+    rng = random.Random(seed)
+
+    def unused(model):
+        for piece in model.pieces[3:]:
+            if piece.type == 1 and len(piece.piece) > 1 and rng.random() < 0.3:
+                piece.type = 5
+    tok, lib = _edited(data_file("sentencepiece", MODELS[0]), tmp_path, unused)
+    assert tok.tables()["chunkable"]
+    text = data_file("sentencepiece", "botchan.txt").read_text(encoding="utf-8")[:30000]
+    assert tok.encode(text) == lib.encode(text)
+    assert _words(tok, text[:4000]) == _whole(tok, text[:4000])
+
+
+def test_bpe_single_character_unused_pieces(tmp_path):
+    def unused(model):
+        for piece in model.pieces:
+            if piece.piece in ("q", "z", "é"):
+                piece.type = 5
+    tok, lib = _edited(data_file("sentencepiece", MODELS[0]), tmp_path, unused)
+    assert tok.tables()["chunkable"]
+    for text in ("quiz zoo é q", "the queen quietly quit", CORPUS[-1]):
+        assert tok.encode(text) == lib.encode(text) and _words(tok, text) == _whole(tok, text)
+
+
+def test_bpe_word_cache_is_bounded(monkeypatch):
+    import forma_gui.core.sentencepiece as sp_module
+
+    tok = load_sentencepiece(data_file("sentencepiece", MODELS[0]))
+    monkeypatch.setattr(sp_module, "CHUNK_CACHE_LIMIT", 4)
+    text = "one two three four five six seven one two"
+    assert tok.encode(text) == _lib(data_file("sentencepiece", MODELS[0])).encode(text)
+    assert len(tok.tables()["chunk_cache"]) <= 4
