@@ -15,17 +15,21 @@ alone (which byte pairs and triples occur inside tokens, built once on the first
 rank table the merge_batch pair table, built once ~0.2 parts per vocabulary entry went through
 the one-by-one merge loop) are not caches and are kept. tiktoken has no cache, so both compare against its one figure.
 
-What bounds the figures (Nov 2026, 2 shared cores; medians of three runs): cold 0.48x tiktoken
-for r50k and 0.49x for cl100k (single runs 0.45-0.75x: lower when the machine is quiet, as
-tiktoken gains more from an idle core than we do), warm 2.2x and 2.5x. A cold 2 MB encode takes
-~420 ms (r50k) / ~480 ms (cl100k) on a quiet core, tiktoken ~200 ms. No single step dominates
-any more: cutting at spaces (~45 ms, warm too), the regex pass over the ~50k distinct chunks
-(~70 ms: the `re` twin for the ASCII ones, `regex` for the rest), the new pre-tokens' BPE
-(~105 ms r50k / ~200 ms cl100k, of which merging the 27k distinct cl100k parts in numpy rounds,
-`bpe_encoder.merge_batch`, is ~100 ms), assembling and caching the chunks' packed ids (~90 ms:
-a few C-level passes over 200k pre-tokens and 50k chunks), and the final gather and unpacking
-of ~1M ids (~50 ms, warm too). Warm: the cut at spaces, the dict gather and the unpacking into
-a list of ints.
+What bounds the figures (Nov 2026, 2 shared cores; medians of three runs): cold 0.65x tiktoken
+for r50k and 0.57x for cl100k (single runs 0.52-0.75x; tiktoken gains more than we do from a
+quiet core, where the best cold runs measured ~250 ms / ~300 ms against its ~160 / ~170 ms),
+warm 2.2x and 2.4x (single runs 1.4-2.5x). A cold 2 MB encode takes ~300 ms (r50k) / ~390 ms
+(cl100k), tiktoken 170-250 ms depending on load. Its steps: cutting at spaces (~30 ms, warm
+too) and telling the 176k chunks apart (~15 ms); pre-tokenizing the 50k distinct ones
+(~60 ms: the pattern's `re` twins, one for the ASCII chunks and a wide one for the Cyrillic and
+CJK ones, which `regex` took twice as long over); telling the 200k pre-tokens apart in numpy
+(~25 ms); the BPE of the new ones that are not whole tokens (~45 ms r50k / ~90 ms cl100k:
+cutting ~0.6 MB into parts ~9 ms, telling the parts apart ~13 ms, merging the 6.5k / 27k
+distinct parts in numpy rounds, `bpe_encoder.merge_batch`, ~10 / ~40 ms, a third of it its
+pair-table lookups); gathering every pre-token's ids and caching the 50k chunks' (~40 ms); and
+the final gather and unpacking of ~1M ids (~45 ms, warm too). A cold encode fills the chunk and
+part caches, not the pre-token cache (`encode_pretoken` fills its own). Warm: the cut at
+spaces, the dict gather and the unpacking into a list of ints.
 The HF peer is the same GPT-2 vocabulary (vocab.json + merges, ByteLevel pre-tokenizer) as
 r50k; there is no HF form of cl100k in the test data. Runs of ours and the peers alternate,
 so load from other processes on a shared machine hits both alike. Ids are checked equal.

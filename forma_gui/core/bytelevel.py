@@ -29,11 +29,14 @@ encode is then one C-level cut plus a C-level gather (``b"".join(map(cache.__get
 chunks))``: the caches hold ids packed into byte strings, `pack_ids`, which the garbage
 collector does not track and which join in one call). New chunks go through one regex pass
 together (the ASCII ones through the pattern's `re` twin, `patterns.ascii_pattern`, three times
-faster), and their new pre-tokens through BPE together: a pre-token that is a whole vocabulary
-entry is looked up directly where the reference library does so (tiktoken always, HF with
-``ignore_merges``); the others are cut where no merge can ever join two bytes (no token holds
-them together), the parts are told apart in numpy, and each distinct part is merged once and
-cached. Caches are bounded (`CACHE_LIMIT` entries each; cleared when full).
+faster, and many Cyrillic, CJK, ... ones through its wide twin, `patterns.wide_pattern`, twice
+as fast), and their distinct pre-tokens (told apart in numpy) through BPE together: a
+pre-token that is a whole vocabulary entry is looked up directly where the reference library
+does so (tiktoken always, HF with ``ignore_merges``); the others are cut where no merge can
+ever join two bytes (no token holds them together), the parts are told apart in numpy, and
+each distinct part is merged once (`bpe_encoder.merge_batch`) and cached. Their ids stay numpy
+arrays until they are cut per chunk for the chunk cache. Caches are bounded (`CACHE_LIMIT`
+entries each; cleared when full).
 
 A merges list that names the same pair twice keeps the last rank (HF's merge map does so;
 llama.cpp keeps the first). The merge order is lowest rank, leftmost, in both.
