@@ -28,6 +28,8 @@ import heapq
 import re
 import struct
 from array import array
+from itertools import accumulate
+from operator import itemgetter
 from typing import Callable, Hashable, Iterable, Sequence
 
 from forma_gui.core.charsmap import CharsMap
@@ -212,7 +214,8 @@ class Normalizer:
 
     def _body(self, data: bytes, pos: int, out: bytearray, n2o: list[int], fast: bool) -> None:
         """The main loop of Normalizer::Normalize after the leading spaces. Runs of
-        characters that nothing maps (`plain_run`) are copied in one step."""
+        characters that nothing maps, with single spaces between them (`plain_run`), are
+        copied in one step."""
         n = len(data)
         remove = self.remove_extra_whitespaces
         escape = self.escape_whitespaces
@@ -222,8 +225,14 @@ class Normalizer:
             run = plain(data, pos)
             if run is not None:
                 end = run.end()
-                out += data[pos:end]
-                n2o.extend(range(pos, end) if data[pos:end].isascii() else _char_starts(data, pos, end))
+                chunk = data[pos:end]
+                if end - pos >= LONG_RUN:
+                    _long_run(data, pos, end, out, n2o, escape)
+                elif 0x20 in chunk:
+                    _spaced_run(data, pos, end, out, n2o, escape)
+                else:
+                    out += chunk
+                    n2o.extend(range(pos, end) if chunk.isascii() else _char_starts(data, pos, end))
                 is_prev_space = False
                 pos = end
                 continue
@@ -244,7 +253,9 @@ class Normalizer:
         """A regex for runs of characters that normalize to themselves: no space, no
         user-defined piece or charsmap key starts there, no surrogate (ED A0..BF). An ASCII
         character that only starts longer keys (a letter before a combining accent) is
-        plain when the next byte cannot continue any of them."""
+        plain when the next byte cannot continue any of them. Single spaces between such
+        characters are in the run too when nothing maps a space: each one follows a
+        non-space, so the C++ keeps it whatever remove_extra_whitespaces says."""
         pattern = getattr(self, "_plain", None)
         if pattern is None:
             matcher_first = self.matcher.first if self.matcher is not None else frozenset()
@@ -260,7 +271,10 @@ class Normalizer:
                 lead = bytes(b for b in range(lo, hi) if ok(b) and b != 0xED)
                 if lead:
                     alternatives.append(_byte_class(lead) + b"[\\x80-\\xbf]{%d}" % size)
-            pattern = self._plain = re.compile(b"(?:" + b"|".join(alternatives) + b")+")
+            plain = b"(?:" + b"|".join(alternatives) + b")+"
+            if ok(0x20):  # a space after a plain character is kept, ▁ if escaped
+                plain += b"(?: " + plain + b")*"
+            pattern = self._plain = re.compile(plain)
         return pattern
 
     def _ascii_in_context(self, matcher_first: frozenset) -> list[bytes]:
@@ -277,6 +291,42 @@ class Normalizer:
                 groups.setdefault(follow, []).append(b)
         return [_byte_class(bytes(members)) + (b"(?!" + _byte_class(follow) + b")" if follow else b"")
                 for follow, members in groups.items()]
+
+
+def _spaced_run(data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
+                escape: bool) -> None:
+    """Copy a plain run holding single spaces: each space becomes ``▁`` (if escaped), all of
+    whose bytes come from the space."""
+    chunk = data[pos:end]
+    space = SPACE_BYTES if escape else b" "
+    out += chunk.replace(b" ", space) if escape else chunk
+    for k, part in enumerate(chunk.split(b" ")):
+        if k:
+            n2o.extend([pos] * len(space))
+            pos += 1
+        stop = pos + len(part)
+        n2o.extend(range(pos, stop) if part.isascii() else _char_starts(data, pos, stop))
+        pos = stop
+
+
+#: plain runs of at least this many bytes get their alignment from numpy
+LONG_RUN = 512
+
+
+def _long_run(data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
+              escape: bool) -> None:
+    """`_spaced_run` for a long run, the alignment in numpy: every byte maps to the first
+    byte of its character, a space to itself once per byte of its ``▁``."""
+    import numpy as np
+
+    chunk = data[pos:end]
+    out += chunk.replace(b" ", SPACE_BYTES) if escape else chunk
+    raw = np.frombuffer(chunk, dtype=np.uint8)                       # (run,)
+    where = np.arange(pos, end)
+    starts = np.maximum.accumulate(np.where((raw & 0xC0) != 0x80, where, 0))
+    if escape:
+        starts = np.repeat(starts, np.where(raw == 0x20, len(SPACE_BYTES), 1))
+    n2o.extend(starts.tolist())
 
 
 def _byte_class(values: bytes) -> bytes:
@@ -316,6 +366,7 @@ SCORE_RESET = 100000.0  # unigram_model.cc kScoreResetThreshold
 CHUNK_CACHE_LIMIT = 1 << 16
 #: a piece with ▁ after another character could merge across a word start
 _WORD_SEAM = re.compile(rb"[^\x81]\xe2\x96\x81|[^\x96]\x81\xe2\x96\x81|[^\xe2]\x96\x81\xe2\x96\x81")
+_ANY_BYTE = re.compile(rb".", re.S)
 #: cut before a ▁ that follows anything but another ▁
 _WORD_CUT = re.compile(rb"(?<!\xe2\x96\x81)(?<=.)(?=\xe2\x96\x81)", re.S)
 
@@ -661,6 +712,11 @@ class SentencePieceTokenizer(Tokenizer):
         tables["proc_unk"] = i if i >= 0 and self.types[i] == UNKNOWN else -1
         tables["byte_ids"] = [self._piece_to_id(byte_piece(b).encode(), normal, reserved)
                               for b in range(256)]
+        # ids that _populate must look at one by one (an id outside the pieces is unknown)
+        tables["control_ids"] = frozenset(indices_of(self.types, CONTROL))
+        tables["unknown_ids"] = indices_of(self.types, UNKNOWN) + [tables["proc_unk"]]
+        tables["special_ids"] = tables["control_ids"] | frozenset(
+            tables["unknown_ids"] + [self.model_unk, -1])
         if self.algorithm == "unigram":
             tables.update(self._unigram_tables(normal))
         elif self.algorithm == "bpe":
@@ -722,7 +778,72 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _populate(self, normalized: bytes, n2o: list[int],
                   result: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
-        """EncodeOptimized / PopulateSentencePieceText: byte fallback, unknown runs merged."""
+        """EncodeOptimized / PopulateSentencePieceText: byte fallback, unknown runs merged.
+        Between control and unknown pieces that is only the spans, made in C-level steps;
+        `_populate_reference` is the C++ loop."""
+        if not result:
+            return []
+        tables = self.tables()
+        ids = list(map(itemgetter(0), result))
+        offsets = list(accumulate(map(itemgetter(1), result), initial=0))
+        bounds = list(map(n2o.__getitem__, offsets))
+        special = tables["special_ids"]
+        if special.isdisjoint(ids):
+            return list(zip(ids, bounds, bounds[1:]))
+        if self.byte_fallback and tables["control_ids"].isdisjoint(ids):
+            return self._populate_bytes(normalized, ids, offsets, bounds, tables)
+        out: list[tuple[int, int, int]] = []
+        done, prev_unk = 0, False
+        for k in [k for k, i in enumerate(ids) if i in special]:
+            if k > done:
+                out += zip(ids[done:k], bounds[done:k], bounds[done + 1:k + 1])
+                prev_unk = False
+            prev_unk = self._populate_one(out, ids[k], bounds[k], bounds[k + 1],
+                                          normalized[offsets[k]:offsets[k + 1]], prev_unk, tables)
+            done = k + 1
+        out += zip(ids[done:], bounds[done:-1], bounds[done + 1:])
+        return out
+
+    def _populate_bytes(self, normalized: bytes, ids: Sequence[int], offsets: list[int],
+                        bounds: list[int], tables: dict) -> list[tuple[int, int, int]]:
+        """`_populate` with byte fallback and no control piece, in numpy: every unknown
+        piece becomes one byte piece per byte, each spanning the unknown piece."""
+        import numpy as np
+
+        token = np.array(ids, dtype=np.int64)                          # (n,)
+        unk = np.isin(token, tables["unknown_ids"])
+        off = np.array(offsets, dtype=np.int64)                         # (n + 1,)
+        counts = np.where(unk, off[1:] - off[:-1], 1)
+        rep = np.repeat(np.arange(len(token)), counts)                  # (out,) source token
+        first = np.cumsum(counts) - counts                              # (n,) its first output
+        out_ids = token[rep]
+        hit = unk[rep]
+        if hit.any():
+            at = off[rep[hit]] + np.flatnonzero(hit) - first[rep[hit]]  # byte in `normalized`
+            raw = np.frombuffer(normalized, dtype=np.uint8)
+            out_ids[hit] = np.array(tables["byte_ids"], dtype=np.int64)[raw[at]]
+        edge = np.array(bounds, dtype=np.int64)
+        return list(zip(out_ids.tolist(), edge[:-1][rep].tolist(), edge[1:][rep].tolist()))
+
+    def _populate_one(self, out: list, token_id: int, begin: int, end: int, data: bytes,
+                      prev_unk: bool, tables: dict) -> bool:
+        """One control or unknown piece of `_populate`; returns whether it was unknown."""
+        if 0 <= token_id < len(self.types) and self.types[token_id] == CONTROL:
+            out.append((token_id, begin, begin))
+            return False
+        is_unk = token_id == tables["proc_unk"] or (
+            0 <= token_id < len(self.types) and self.types[token_id] == UNKNOWN)
+        if is_unk and self.byte_fallback:
+            out.extend((tables["byte_ids"][b], begin, end) for b in data)
+        elif is_unk and prev_unk:
+            out[-1] = (out[-1][0], out[-1][1], end)
+        else:
+            out.append((token_id, begin, end))
+        return is_unk
+
+    def _populate_reference(self, normalized: bytes, n2o: list[int],
+                            result: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """`_populate` token by token, as the C++ loop."""
         tables = self.tables()
         proc_unk, byte_ids, n_pieces = tables["proc_unk"], tables["byte_ids"], len(self.types)
         out: list[tuple[int, int, int]] = []
@@ -749,6 +870,9 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _initial_symbols(self, normalized: bytes) -> tuple[list[bytes], list[bool]]:
         """Characters, with user-defined pieces matched whole and frozen (PrefixMatch)."""
+        chars = self._chars(normalized)
+        if chars is not None:
+            return chars, [False] * len(chars)
         symbols, frozen = [], []
         pos, n = 0, len(normalized)
         while pos < n:
@@ -759,6 +883,21 @@ class SentencePieceTokenizer(Tokenizer):
             symbols.append(normalized[pos:pos + length])
             pos += length
         return symbols, frozen
+
+    def _chars(self, data: bytes) -> list[bytes] | None:
+        """The UTF-8 characters of `data` in C-level steps, or None where the PrefixMatch
+        loop must run: a byte that starts a user-defined piece, or malformed UTF-8."""
+        first = self.__dict__.get("_first_bytes")
+        if first is None:
+            first = self._first_bytes = bytes(sorted(self.matcher.first)) if self.matcher else b""
+        if first and len(data.translate(None, first)) != len(data):
+            return None
+        if data.isascii():
+            return _ANY_BYTE.findall(data)
+        try:
+            return [c.encode() for c in data.decode("utf-8")]
+        except UnicodeDecodeError:
+            return None
 
     def _bpe(self, normalized: bytes, tables: dict,
              trace: list | None = None) -> list[tuple[int, int]]:

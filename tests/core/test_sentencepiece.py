@@ -217,10 +217,12 @@ PIECES = st.lists(st.text(max_size=3) | st.sampled_from(
     ["e\u0301", "a\u0308", " ", "  ", "ﬁ", "▁", "\x00", "[INST]", "<0x41>", "\u3000"]))
 
 
-@given(PIECES)
+@given(PIECES, st.integers(0, 40))
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
-def test_fast_normalizer_equals_reference(pieces):
+def test_fast_normalizer_equals_reference(pieces, repeat):
+    """Short runs, and long ones (numpy alignment) when the pieces are repeated."""
     data = "".join(pieces).encode("utf-8")
+    data = data * (repeat if len(data) * repeat >= 512 else 1)
     for name in MODELS:
         normalizer = _cached(data_file("sentencepiece", name))[0].normalizer
         assert normalizer.normalize(data) == normalizer.normalize(data, fast=False)
@@ -321,6 +323,9 @@ def test_bpe_words_equal_the_whole_text_and_the_library(text):
         tok, lib = _cached(data_file("sentencepiece", name))
         assert _words(tok, text) == _whole(tok, text)
         assert tok.encode(text) == lib.encode(text)
+        normalized, n2o = tok.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
+        result = tok.encode_normalized(normalized)
+        assert tok._populate(normalized, n2o, result) == tok._populate_reference(normalized, n2o, result)
 
 
 def test_bpe_words_on_botchan_equal_the_library():
