@@ -7,6 +7,15 @@
   same tokens and merges (for the SPM vocabulary: nothing, llama.cpp is not installed).
 * `.model`: `load_sentencepiece` against `sentencepiece.SentencePieceProcessor`.
 * encode: MB/s on Botchan against the `sentencepiece` library (pure Python against C++).
+* encode llama-spm GGUF: `LlamaSPMTokenizer` (llama.cpp's SPM session, Llama 2's 32k
+  vocabulary) on Botchan. The peer is `sentencepiece` running the same vocabulary as a BPE
+  `.model` (same pieces, scores and types, identity normalization, byte fallback): the same
+  algorithm, with the same ids on this text. Fragments are cut into ``▁``-started words that
+  no merge crosses, each merged once and cached. Warm (cache filled by the warm-up run),
+  what bounds it is the per-word loop: one regex pass for the words, a dict look-up per
+  word and a tuple per token (~5 MB/s here, about twice that under no load). Cold (empty
+  cache each run), merging every distinct word once in Python bounds it: Botchan has ~11.5k
+  distinct words among ~46k, ~20 µs each with the list scan of `merge_adjacent`.
 """
 from __future__ import annotations
 
@@ -82,7 +91,59 @@ def run(quick: bool) -> list[BenchResult]:
         out.append(BenchResult(f"load GGUF tokenizer {n // 1024}k SPM", ours * 1e3, None, "-", "ms",
                                higher_is_better=False, note="target: well under 500 ms"))
     out += _sentencepiece(load_sentencepiece, repeat, quick)
+    out += _llama_spm(load_gguf_tokenizer, repeat, quick)
     return out
+
+
+def _llama_spm_as_model(tok, folder: Path):
+    """`sentencepiece` with a llama SPM GGUF vocabulary written as a BPE model (None without
+    the library)."""
+    try:
+        import sentencepiece as spm
+        from sentencepiece import sentencepiece_model_pb2 as pb
+    except ImportError:
+        return None
+    vocab = tok.vocab
+    model = pb.ModelProto()
+    for i, text in enumerate(vocab.tokens):
+        piece = model.pieces.add()
+        piece.piece, piece.score = text, vocab.score(i)
+        piece.type = LLAMA_ATTR_TO_PIECE_TYPE.get(vocab.attrs[i], 1)
+    model.trainer_spec.model_type = pb.TrainerSpec.BPE
+    model.trainer_spec.byte_fallback = True
+    model.trainer_spec.vocab_size = len(vocab)
+    spec = model.normalizer_spec
+    spec.name, spec.add_dummy_prefix = "identity", True
+    spec.remove_extra_whitespaces, spec.escape_whitespaces = False, True
+    path = folder / "llama-spm.model"
+    path.write_bytes(model.SerializeToString())
+    return spm.SentencePieceProcessor(model_file=str(path))
+
+
+#: llama.cpp token attribute bits -> ModelProto piece type (unknown, normal, control, byte)
+LLAMA_ATTR_TO_PIECE_TYPE = {1: 2, 4: 1, 8: 3, 32: 6}
+
+
+def _llama_spm(load_gguf_tokenizer, repeat: int, quick: bool) -> list[BenchResult]:
+    text = data_path("sentencepiece", "botchan.txt").read_text("utf-8")
+    text = text[: 20_000 if quick else None]
+    megabytes = len(text.encode()) / 1e6
+    tok = load_gguf_tokenizer(data_path("gguf-vocab", "ggml-vocab-llama-spm.gguf"))
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = _llama_spm_as_model(tok, Path(tmp))
+        peer = median_time(lambda: lib.encode(text), repeat=repeat) if lib else None
+    warm = median_time(lambda: tok.encode(text), repeat=repeat)
+
+    def cold() -> None:
+        tok.clear_cache()
+        tok.encode(text)
+    cold_time = median_time(cold, repeat=max(1, repeat // 2))
+    name = "encode llama-spm GGUF (botchan)"
+    peer_name = "sentencepiece (C++), same vocabulary as BPE .model"
+    return [BenchResult(name, megabytes / warm, peer and megabytes / peer, peer_name, "MB/s",
+                        note="word cache warm; bound: per-word look-ups and per-token tuples"),
+            BenchResult(name + " cold", megabytes / cold_time, peer and megabytes / peer, peer_name,
+                        "MB/s", note="empty word cache; bound: merging each distinct word once")]
 
 
 def _sentencepiece(load_sentencepiece, repeat: int, quick: bool) -> list[BenchResult]:

@@ -76,6 +76,10 @@ class LlamaSPMTokenizer(LlamaTokenizer):
     def _normal_bytes(self, token_id: int) -> bytes:
         return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
 
+    def clear_cache(self) -> None:
+        """Forget the cached words (benchmarks measure cold starts with it)."""
+        self._word_cache.clear()
+
     def _score_table(self) -> list[float]:
         scores = getattr(self, "_scores_list", None)
         if scores is None:
