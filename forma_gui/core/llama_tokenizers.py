@@ -409,9 +409,27 @@ def llama_bpe_word(word: str, rank_of: dict[str, int], vocab: LlamaVocab,
 
 
 _SURROGATE = regex.compile("[\ud800-\udfff]")
-#: longest fragment handed to the byte-level encoder at once (its passes over 256k characters
+#: longest text handed to the byte-level encoder at once (its passes over 256k characters
 #: take a few ms each; over 10 MB, a regex pass alone held the GIL ~250 ms)
 INNER_MAX_CHARS = 1 << 18
+#: pre-tokenizer stages that match single characters (their splits never span a cut)
+ONE_CHARACTER_STAGES = frozenset({r"\p{N}"})
+
+
+def _space_cuts(text: str, size: int) -> list[tuple[int, int]] | None:
+    """text as (start, end) pieces of at most about `size` characters, each cut at a space
+    that follows a character that is not whitespace; None if some stretch has no such space."""
+    pieces, lo = [], 0
+    while len(text) - lo > size:
+        cut = text.rfind(" ", lo + 1, lo + size + 1)
+        while cut > lo and text[cut - 1].isspace():
+            cut = text.rfind(" ", lo + 1, cut)
+        if cut <= lo:
+            return None
+        pieces.append((lo, cut))
+        lo = cut
+    pieces.append((lo, len(text)))
+    return pieces
 
 
 class LlamaBPETokenizer(LlamaTokenizer):
@@ -515,30 +533,46 @@ class LlamaBPETokenizer(LlamaTokenizer):
 
     def _fragment_ids(self, text: str, start: int, end: int, after_special: bool) -> list[int]:
         fragment = text[start:end]
-        if self._inner_ok(fragment):
-            ids = self.inner.encode(fragment)
-            if self._byte_lengths()[ids].sum() == len(fragment.encode("utf-8")):
+        pieces = self._inner_pieces(fragment)
+        if pieces is not None:
+            ids: list[int] = []
+            for a, b in pieces:
+                piece = self.inner.encode(fragment[a:b])
+                if self._byte_lengths()[piece].sum() != len(fragment[a:b].encode("utf-8")):
+                    break  # not the text's bytes: let the word-by-word path decide
+                ids += piece
+            else:
                 return ids
         return super()._fragment_ids(text, start, end, after_special)
 
-    def _inner_ok(self, fragment: str) -> bool:
-        """Whether the byte-level encoder's ids are llama.cpp's for this fragment: not where
-        a word holds a byte the vocabulary lacks (llama.cpp looks such words up its own way),
-        a stage treats some Unicode spaces as plain ones (non-ASCII text only), or there are
-        lone surrogates (llama.cpp encodes them, the byte-level encoder replaces them). Nor
-        for a fragment over INNER_MAX_CHARS: one encode of it makes C calls over all of it
-        that hold the GIL too long for a window whose worker runs it."""
+    def _inner_pieces(self, fragment: str) -> list[tuple[int, int]] | None:
+        """Where to cut the fragment for the byte-level encoder, whose ids are llama.cpp's
+        when no word holds a byte the vocabulary lacks (llama.cpp looks such words up its
+        own way), no stage treats some Unicode spaces as plain ones (non-ASCII text only)
+        and there are no lone surrogates (llama.cpp encodes them, the byte-level encoder
+        replaces them); None where it is not. One encode makes C calls over all of its text,
+        which must not hold the GIL long in a window's worker: a fragment over
+        INNER_MAX_CHARS is cut at spaces after other characters, where every stage of a
+        space-safe pre-tokenizer (core.patterns.SPACE_SAFE) splits anyway."""
         self.inner  # noqa: B018 - sets _missing
-        if not fragment or len(fragment) > INNER_MAX_CHARS:
-            return False
-        if any(self.pre.wide) and not fragment.isascii():
-            return False
+        if not fragment or (any(self.pre.wide) and not fragment.isascii()):
+            return None
         if not fragment.isascii() and _SURROGATE.search(fragment):
-            return False
+            return None
         if self._missing:  # fine while no word holds a byte the vocabulary lacks
             data = fragment.encode("utf-8")
-            return len(data.translate(None, self._missing_bytes())) == len(data)
-        return True
+            if len(data.translate(None, self._missing_bytes())) != len(data):
+                return None
+        if len(fragment) <= INNER_MAX_CHARS:
+            return [(0, len(fragment))]
+        return _space_cuts(fragment, INNER_MAX_CHARS) if self._cuttable() else None
+
+    def _cuttable(self) -> bool:
+        """Every stage either space-safe or matching one character at a time (\\p{N})."""
+        from forma_gui.core import patterns as pats
+
+        return all(pats.is_space_safe(p) or p.pattern in ONE_CHARACTER_STAGES
+                   for p in self.pre.patterns)
 
     def _missing_bytes(self) -> bytes:
         from forma_gui.core.byte_map import UNICODE_TO_BYTE
@@ -548,20 +582,29 @@ class LlamaBPETokenizer(LlamaTokenizer):
     def _inner_spans(self, fragment: str, start: int) -> list[tuple[int, int, int]] | None:
         """The fragment's tokens from the byte-level encoder's batch paths and caches (several
         times faster than word by word), or None where that could differ from llama.cpp
-        (see `_inner_ok`)."""
-        if not self._inner_ok(fragment):
+        (see `_inner_pieces`)."""
+        pieces = self._inner_pieces(fragment)
+        if pieces is None:
             return None
+        out: list[tuple[int, int, int]] = []
+        for a, b in pieces:
+            spans = self._piece_spans(fragment[a:b], start + a)
+            if spans is None:
+                return None
+            out += spans
+        return out
+
+    def _piece_spans(self, piece: str, start: int) -> list[tuple[int, int, int]] | None:
         import numpy as np
 
-        data = fragment.encode("utf-8")
-
-        ids = self.inner.encode(fragment)
+        data = piece.encode("utf-8")
+        ids = self.inner.encode(piece)
         tok = np.array(ids, dtype=np.int64)
         ends = np.cumsum(self._byte_lengths()[tok])               # (tokens,) byte end of each
         if len(ends) == 0 or ends[-1] != len(data):
-            return None  # not the fragment's bytes: let the word-by-word path decide
+            return None  # not the text's bytes: let the word-by-word path decide
         begins = ends - self._byte_lengths()[tok]
-        if len(data) == len(fragment):  # ASCII: characters are bytes
+        if len(data) == len(piece):  # ASCII: characters are bytes
             first, last = begins + start, ends + start
         else:  # char_spans' rule: from the character holding the first byte to past the last one's
             lead = np.append((np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80, True)

@@ -59,8 +59,19 @@ ALIASES: dict[str, str] = {
     "llama-bpe": "llama3", "qwen": "qwen2",
 }
 
+# llama.cpp's own spellings of the llama3 and qwen2 regexes (llama-vocab.cpp, as
+# core.llama_pre translates them; GGUF files of Llama 3, DBRX, Smaug and Qwen2 use them): the
+# contractions as '[sS]... classes instead of (?i:'s...). They differ only on the non-ASCII
+# letters that `regex`'s (?i) folds into s or k (U+017F, U+212A), so everything proved for
+# the originals holds for them, and on ASCII text they match alike.
+_I_CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+_CPP_CONTRACTIONS = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+_LLAMA3_CPP = _CPP_CONTRACTIONS + _LLAMA3.removeprefix(_I_CONTRACTIONS)
+_QWEN2_CPP = _CPP_CONTRACTIONS + _QWEN2.removeprefix(_I_CONTRACTIONS)
+
 #: regex sources for which cutting at "non-space char, then space" is provably exact
-SPACE_SAFE: set[str] = {_GPT2, _CL100K, _O200K, _LLAMA3, _QWEN2, _GPT2_ORIGINAL}
+SPACE_SAFE: set[str] = {_GPT2, _CL100K, _O200K, _LLAMA3, _QWEN2, _GPT2_ORIGINAL, _LLAMA3_CPP,
+                        _QWEN2_CPP}
 
 #: the GPT-2 regex HF's ByteLevel pre-tokenizer applies when use_regex is true
 HF_BYTELEVEL_REGEX = _GPT2_ORIGINAL
@@ -84,6 +95,8 @@ ASCII_PATTERNS: dict[str, str] = {
     _QWEN2: (rf"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\nA-Za-z0-9]?[A-Za-z]+|[0-9]| ?{_PUNCT}+[\r\n]*"""
              rf"""|{_S}*[\r\n]+|{_S}+(?!{_NS})|{_S}+"""),
 }
+ASCII_PATTERNS[_LLAMA3_CPP] = ASCII_PATTERNS[_LLAMA3]  # (?i) and [sS] agree on ASCII
+ASCII_PATTERNS[_QWEN2_CPP] = ASCII_PATTERNS[_QWEN2]
 
 # Wider twins, for text whose characters all lie in WIDE_BLOCKS (ASCII plus the scripts of
 # most non-English text: Latin, Greek, Cyrillic, CJK, kana, Hangul, their punctuation): `re`
@@ -103,6 +116,13 @@ def _contractions(c, suffixes: str) -> str:
     return "|".join("'" + "".join(f"[{c.fold(ch)}]" for ch in suffix) for suffix in suffixes.split())
 
 
+def _llama3_twin(c, contractions: str, digits: str) -> str:
+    """The wide twin of the llama3 family (qwen2: one digit at a time, `digits` "")."""
+    return (rf"""(?:{contractions})|[^\r\n{c.L}{c.N}]?[{c.L}]+"""
+            rf"""|[{c.N}]{digits}| ?[^{c.W}{c.L}{c.N}]+[\r\n]*|[{c.W}]*[\r\n]+"""
+            rf"""|[{c.W}]+(?![^{c.W}])|[{c.W}]+""")
+
+
 #: regex source -> a function of the classes (`wide_classes`) giving its wide `re` twin
 _WIDE_TWINS = {
     _GPT2: lambda c: (rf"""'(?:[sdmt]|ll|ve|re)| ?[{c.L}]++| ?[{c.N}]++| ?[^{c.W}{c.L}{c.N}]++"""
@@ -112,12 +132,10 @@ _WIDE_TWINS = {
                         rf"""|[{c.W}]+(?![^{c.W}])|[{c.W}]"""),
     _GPT2_ORIGINAL: lambda c: (rf"""'s|'t|'re|'ve|'m|'ll|'d| ?[{c.L}]+| ?[{c.N}]+| ?[^{c.W}{c.L}{c.N}]+"""
                                rf"""|[{c.W}]+(?![^{c.W}])|[{c.W}]+"""),
-    _LLAMA3: lambda c: (rf"""(?:{_contractions(c, "s t re ve m ll d")})|[^\r\n{c.L}{c.N}]?[{c.L}]+"""
-                        rf"""|[{c.N}]{{1,3}}| ?[^{c.W}{c.L}{c.N}]+[\r\n]*|[{c.W}]*[\r\n]+"""
-                        rf"""|[{c.W}]+(?![^{c.W}])|[{c.W}]+"""),
-    _QWEN2: lambda c: (rf"""(?:{_contractions(c, "s t re ve m ll d")})|[^\r\n{c.L}{c.N}]?[{c.L}]+"""
-                       rf"""|[{c.N}]| ?[^{c.W}{c.L}{c.N}]+[\r\n]*|[{c.W}]*[\r\n]+"""
-                       rf"""|[{c.W}]+(?![^{c.W}])|[{c.W}]+"""),
+    _LLAMA3: lambda c: _llama3_twin(c, _contractions(c, "s t re ve m ll d"), "{1,3}"),
+    _QWEN2: lambda c: _llama3_twin(c, _contractions(c, "s t re ve m ll d"), ""),
+    _LLAMA3_CPP: lambda c: _llama3_twin(c, _CPP_CONTRACTIONS[3:-1], "{1,3}"),
+    _QWEN2_CPP: lambda c: _llama3_twin(c, _CPP_CONTRACTIONS[3:-1], ""),
 }
 
 

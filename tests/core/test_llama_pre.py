@@ -94,3 +94,13 @@ def test_space_chunking_is_exact_for_llama3_and_qwen2(text):
         chunked = [piece for chunk in pats.chunk_at_spaces(text)
                    for piece in pattern.findall(chunk)]
         assert chunked == whole
+
+
+@pytest.mark.parametrize("name", ["llama-bpe", "dbrx", "smaug-bpe", "qwen2"])
+def test_llama_cpp_spellings_get_the_fast_pattern_paths(name):
+    """The byte-level encoder's fast paths are keyed by regex source: llama.cpp's spellings of
+    llama3/qwen2 must be among them (patterns.py tests their twins like the others')."""
+    source = llama_pre_tokenizer(name).patterns[0].pattern
+    assert source in (pats._LLAMA3_CPP, pats._QWEN2_CPP)
+    assert pats.is_space_safe(source) and pats.ascii_pattern(source) is not None
+    assert pats.wide_pattern(source) is not None

@@ -22,6 +22,7 @@ from sentencepiece import sentencepiece_model_pb2 as pb
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
+from forma_gui.core import llama_tokenizers
 from forma_gui.core.byte_map import BYTE_TO_UNICODE
 from forma_gui.errors import FormatError
 from forma_gui.formats.gguf import GGUFFile
@@ -142,8 +143,22 @@ def test_fast_fragments_equal_llama_cpp_word_by_word(name, data):
     tok = _vocab(name)
     text = data.draw(ANY_TEXT)
     reference = tok._word_spans(text, 0, len(text)) if text else []
-    assert tok._fragment_spans(text, 0, len(text), True) == reference
-    assert tok._fragment_ids(text, 0, len(text), True) == [i for i, _, _ in reference]
+    cap = data.draw(st.sampled_from([llama_tokenizers.INNER_MAX_CHARS, 8, 3]))
+    with pytest.MonkeyPatch.context() as mp:  # small caps: long fragments cut at spaces
+        mp.setattr(llama_tokenizers, "INNER_MAX_CHARS", cap)
+        assert tok._fragment_spans(text, 0, len(text), True) == reference
+        assert tok._fragment_ids(text, 0, len(text), True) == [i for i, _, _ in reference]
+
+
+@given(st.text(st.sampled_from("ab \n\t")), st.integers(1, 6))
+@settings(max_examples=MAX_EXAMPLES)
+def test_space_cuts_follow_non_space_characters(text, size):
+    pieces = llama_tokenizers._space_cuts(text, size)
+    if pieces is None:
+        return
+    assert pieces[0][0] == 0 and pieces[-1][1] == len(text)
+    for (a, b), (c, _) in zip(pieces, pieces[1:]):
+        assert b == c and text[b] == " " and not text[b - 1].isspace() and b - a <= size
 
 
 @pytest.mark.parametrize("name", VECTORS)
