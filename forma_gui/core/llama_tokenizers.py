@@ -71,6 +71,7 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         super().__init__(vocab, name=name, path=path)
         self._word_tables: dict | None = None
         self._word_cache: dict[str, tuple[tuple[int, int, int], ...]] = {}
+        self._token_bytes: dict[int, bytes] = {}
         self._lock = threading.Lock()
 
     def _normal_bytes(self, token_id: int) -> bytes:
@@ -79,6 +80,13 @@ class LlamaSPMTokenizer(LlamaTokenizer):
     def clear_cache(self) -> None:
         """Forget the cached words (benchmarks measure cold starts with it)."""
         self._word_cache.clear()
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """What the token prints as, remembered per id (`segment` asks once per token)."""
+        data = self._token_bytes.get(token_id)
+        if data is None:
+            data = self._token_bytes[token_id] = super().token_bytes(token_id)
+        return data
 
     def _score_table(self) -> list[float]:
         scores = getattr(self, "_scores_list", None)

@@ -28,8 +28,8 @@ import heapq
 import re
 import struct
 from array import array
-from itertools import accumulate
-from operator import itemgetter
+from itertools import accumulate, repeat
+from operator import ge, itemgetter
 from typing import Callable, Hashable, Iterable, Sequence
 
 from forma_gui.core.charsmap import CharsMap
@@ -585,6 +585,19 @@ def tile_spans(spans: Sequence[tuple[int, int]], n_chars: int) -> list[tuple[int
     >>> tile_spans([(2, 3), (3, 4), (3, 4), (4, 4)], 6)
     [(0, 3, False), (3, 4, True), (3, 4, True), (4, 6, False)]
     """
+    starts = [s for s, _ in spans]
+    ends = [e for _, e in spans]
+    if not all(map(ge, starts[1:], ends)):  # some spans overlap: clusters to form
+        return tile_spans_reference(spans, n_chars)
+    if not spans:
+        return []
+    # every token is its own cluster, from the previous one's end to its own
+    return list(zip([0] + ends[:-1], ends[:-1] + [n_chars], repeat(False)))
+
+
+def tile_spans_reference(spans: Sequence[tuple[int, int]],
+                         n_chars: int) -> list[tuple[int, int, bool]]:
+    """`tile_spans` cluster by cluster (the reference for its shortcut)."""
     clusters: list[list[int]] = []  # [start, end, first token index, last token index]
     for k, (s, e) in enumerate(spans):
         if clusters and s < clusters[-1][1]:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from sentencepiece import sentencepiece_model_pb2 as pb
 
 from forma_gui.core.sentencepiece import (Normalizer, SentencePieceTokenizer,
-                                          decode_utf8_per_byte, float_priority, tile_spans)
+                                          decode_utf8_per_byte, float_priority, tile_spans,
+                                          tile_spans_reference)
 from forma_gui.formats.sentencepiece_model import load_sentencepiece
 from tests.conftest import MAX_EXAMPLES, data_file
 
@@ -267,6 +268,18 @@ def test_tile_spans_examples():
         (0, 3, False), (3, 4, True), (3, 4, True), (4, 6, False)]
     assert tile_spans([(0, 0), (0, 5)], 5) == [(0, 0, False), (0, 5, False)]
     assert tile_spans([], 3) == []
+
+
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4))), st.integers(0, 3))
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_tile_spans_shortcut_equals_clusters(steps, tail):
+    """Spans as tokenizers make them (starts never go back), overlapping or not."""
+    spans, pos = [], 0
+    for back, width in steps:
+        start = max(0, pos - back % 3) if back > 9 else pos + back % 2
+        spans.append((start, start + width))
+        pos = max(pos, start + width)
+    assert tile_spans(spans, pos + tail) == tile_spans_reference(spans, pos + tail)
 
 
 def test_float_priority_orders_like_the_cpp_comparator():
