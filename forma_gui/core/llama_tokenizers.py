@@ -125,7 +125,8 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         """The ids of `_fragment_spans` without making the spans."""
         tables = self._words()
         if tables is None:
-            return [t for t, _, _ in self._fragment_spans_reference(text, start, end, after_special)]
+            spans = self._fragment_spans_reference(text, start, end, after_special)
+            return [t for t, _, _ in spans]
         escaped, _ = self._escaped(text, start, end, after_special)
         ids: list[int] = []
         cache = self._word_cache

@@ -948,7 +948,8 @@ class SentencePieceTokenizer(Tokenizer):
         symbols, frozen = self._initial_symbols(word)
         if len(symbols) > SHORT_WORD:
             return self._bpe_whole(word, tables, None)
-        final = merge_adjacent(symbols, tables["priority"], 0, frozen=frozen if any(frozen) else None)
+        frozen_or_none = frozen if any(frozen) else None
+        final = merge_adjacent(symbols, tables["priority"], 0, frozen=frozen_or_none)
         normal, unk, types = tables["normal"], self.model_unk, self.types
         ids = [normal.get(sym, unk) for sym in final]
         if any(i != unk and types[i] == UNUSED for i in ids):
@@ -958,7 +959,8 @@ class SentencePieceTokenizer(Tokenizer):
     def _model_id(self, i: int) -> int:
         """What `_resegment` reports for a piece that is not UNUSED: the piece if the model
         produces it (NORMAL, USER_DEFINED), else unk."""
-        return i if i != self.model_unk and self.types[i] in (NORMAL, USER_DEFINED) else self.model_unk
+        produced = i != self.model_unk and self.types[i] in (NORMAL, USER_DEFINED)
+        return i if produced else self.model_unk
 
     def _bpe_whole(self, normalized: bytes, tables: dict,
                    trace: list | None) -> list[tuple[int, int]]:

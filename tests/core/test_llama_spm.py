@@ -86,7 +86,8 @@ def test_vectors_on_both_paths(llama, llama_ref):
 def test_words_equal_the_whole_fragment(llama, llama_ref, text, special):
     """Ids, spans and segments, with and without special tokens parsed (BOS too)."""
     assert llama._spans(text, special, special) == llama_ref._spans(text, special, special)
-    assert llama.tokenize(text, parse_special=special) == llama_ref.tokenize(text, parse_special=special)
+    ids = llama.tokenize(text, parse_special=special)
+    assert ids == llama_ref.tokenize(text, parse_special=special)
     assert llama.segment(text, special=special) == llama_ref.segment(text, special=special)
 
 
@@ -146,7 +147,8 @@ def test_ties_and_zero_signs_equal_the_whole_fragment(scores, text):
 
 def test_a_token_across_a_word_start_keeps_the_whole_fragment():
     """"a▁b" joins two words: the fast path must not cut there (it is not used at all)."""
-    tok = _vocab(["a", "b", SPACE, SPACE + "a", "a" + SPACE, "a" + SPACE + "b"], [0, 0, 0, -1, 5, 6])
+    texts = ["a", "b", SPACE, SPACE + "a", "a" + SPACE, "a" + SPACE + "b"]
+    tok = _vocab(texts, [0, 0, 0, -1, 5, 6])
     assert tok._words() is None
     ids = tok.encode("a b a b")
     assert tok.id_of("a" + SPACE + "b") in ids
