@@ -214,12 +214,24 @@ def test_sparse_multi_gb_gguf_opens_without_blocking(qtbot, window, tmp_path):
         window.view(title)
     window.tabs.setCurrentIndex(window.tabs.indexOf(window.view("Tensors").parentWidget()))
     model_view = window.view("Tensors")
-    _settle(qtbot)
-    with GapMeter() as meter:
-        window.open_path(path)
-        qtbot.waitUntil(lambda: window.session.weights is not None
-                        and model_view.table_model.rowCount() == n_tensors, timeout=120_000)
-        qtbot.wait(500)
+    # measured twice at most, as the paste: one open is ~60 ms of gaps at worst, and a CI run
+    # saw 108 ms once when the VM was descheduled; opening again does the same work
+    meters = []
+    for attempt in range(2):
+        _settle(qtbot)
+        with GapMeter() as meter:
+            window.open_path(path)
+            qtbot.waitUntil(lambda: window.session.weights is not None and window.session.weights
+                            is not (meters[-1].weights if meters else None)
+                            and model_view.table_model.rowCount() == n_tensors, timeout=120_000)
+            qtbot.wait(500)
+        meter.weights = window.session.weights
+        meters.append(meter)
+        if meter.max_gap < MAX_GAP_MS:
+            break
+    for k, m in enumerate(meters):
+        print(f"sparse GGUF, attempt {k + 1}: max event-loop gap {m.max_gap:.0f} ms")
+    meter = meters[-1]
     assert window.last_error is None
     assert window.session.path == str(path)
     weights = window.session.weights
