@@ -7,6 +7,9 @@
   same tokens and merges (for the SPM vocabulary: nothing, llama.cpp is not installed).
 * `.model`: `load_sentencepiece` against `sentencepiece.SentencePieceProcessor`.
 * encode: MB/s on Botchan against the `sentencepiece` library (pure Python against C++).
+* encode llama-bpe GGUF: `LlamaBPETokenizer` (Llama 3's 128k vocabulary and pre-tokenizer)
+  on the encode benchmark's 1 MB mixed corpus, warm, against HF tokenizers built from the
+  same metadata with Llama 3's pre-tokenizer; ids compared.
 * encode llama-spm GGUF: `LlamaSPMTokenizer` (llama.cpp's SPM session, Llama 2's 32k
   vocabulary) on Botchan. The peer is `sentencepiece` running the same vocabulary as a BPE
   `.model` (same pieces, scores and types, identity normalization, byte fallback): the same
@@ -57,7 +60,7 @@ def write_big_spm_vocab(path: Path, n: int = BIG_VOCAB) -> Path:
     return path
 
 
-def _hf_bpe(path: Path):
+def _hf_bpe(path: Path, ignore_merges: bool = False):
     from forma_gui.formats.gguf import GGUFFile
 
     try:
@@ -67,7 +70,8 @@ def _hf_bpe(path: Path):
     with GGUFFile(path, read_tensors=False) as g:
         tokens = g.metadata["tokenizer.ggml.tokens"]
         merges = [tuple(m.split(" ")) for m in g.metadata["tokenizer.ggml.merges"]]
-    return Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
+    return Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges,
+                                ignore_merges=ignore_merges))
 
 
 def run(quick: bool) -> list[BenchResult]:
@@ -92,7 +96,39 @@ def run(quick: bool) -> list[BenchResult]:
                                higher_is_better=False, note="target: well under 500 ms"))
     out += _sentencepiece(load_sentencepiece, repeat, quick)
     out += _llama_spm(load_gguf_tokenizer, repeat, quick)
+    out += _llama_bpe_encode(load_gguf_tokenizer, quick)
     return out
+
+
+def _llama_bpe_encode(load_gguf_tokenizer, quick: bool) -> list[BenchResult]:
+    """Warm encode of the encode benchmark's mixed corpus (1 MB) with the llama-bpe GGUF,
+    against HF tokenizers with the same vocabulary, merges, ignore_merges and Llama 3's
+    pre-tokenizer (the Split + ByteLevel of its tokenizer.json)."""
+    from forma_gui.bench.encode import build_corpus
+    from forma_gui.core import patterns
+
+    path = data_path(*GGUF_FILES["llama-bpe"])
+    text = build_corpus(0.025 if quick else 0.5)
+    megabytes = len(text.encode()) / 1e6
+    tok = load_gguf_tokenizer(path)
+    peer = _hf_bpe(path, ignore_merges=tok.vocab.flags.get("ignore_merges", False))
+    same = ""
+    if peer is not None:
+        from tokenizers import Regex, pre_tokenizers
+
+        peer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(patterns.PATTERNS["llama3"]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        same = ("HF ids identical" if tok.encode(text) == peer.encode(text, add_special_tokens=False).ids
+                else "HF ids DIFFER")
+    repeat = 1 if quick else 5
+    ours = median_time(lambda: tok.encode(text), repeat=repeat)
+    theirs = median_time(lambda: peer.encode(text, add_special_tokens=False), repeat=repeat,
+                         warmup=not quick) if peer is not None else None
+    return [BenchResult(f"encode {megabytes:.1f} MB mixed, llama-bpe GGUF, warm cache",
+                        megabytes / ours, theirs and megabytes / theirs, "HF tokenizers", "MB/s",
+                        note=f"{same}; llama.cpp's session through the byte-level encoder's "
+                             "batch paths where that is exact")]
 
 
 def _llama_spm_as_model(tok, folder: Path):
