@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+from itertools import chain
 from operator import methodcaller
 from typing import Any
 
@@ -457,7 +458,8 @@ class LlamaBPETokenizer(LlamaTokenizer):
         self.pre = pre
         self._inner = None
         self._ranks: dict[str, int] | None = None
-        self._missing: frozenset[str] | None = None
+        self._missing: frozenset[str] | None = None  # byte symbols the vocabulary lacks
+        self._missing_bytes = b""                    # their bytes
         self._lengths = None  # numpy byte length per token, for _inner_spans
         self._lock = threading.Lock()
 
@@ -486,6 +488,8 @@ class LlamaBPETokenizer(LlamaTokenizer):
 
                 id_of = self._inner.id_of  # the same texts as vocab.token_to_id: no second dict
                 self._missing = frozenset(c for c in BYTE_TO_UNICODE.values() if id_of(c) is None)
+                self._missing_bytes = bytes(b for b, c in BYTE_TO_UNICODE.items()
+                                            if c in self._missing)
             return self._inner
 
     def token_score(self, token_id: int) -> float | None:
@@ -544,15 +548,18 @@ class LlamaBPETokenizer(LlamaTokenizer):
         fragment = text[start:end]
         pieces = self._inner_pieces(fragment)
         if pieces is not None:
-            ids: list[int] = []
-            for a, b in pieces:
-                piece = self.inner.encode(fragment[a:b])
-                if self._byte_lengths()[piece].sum() != len(fragment[a:b].encode("utf-8")):
-                    break  # not the text's bytes: let the word-by-word path decide
-                ids += piece
-            else:
-                return ids
+            found = [self._piece_ids(fragment[a:b]) for a, b in pieces]
+            if None not in found:
+                return list(chain.from_iterable(found))
         return super()._fragment_ids(text, start, end, after_special)
+
+    def _piece_ids(self, piece: str) -> list[int] | None:
+        """The byte-level encoder's ids of a piece, None unless they spell its bytes (then
+        the word-by-word path decides)."""
+        ids = self.inner.encode(piece)
+        if not ids or self._byte_lengths()[ids].sum() != len(piece.encode("utf-8")):
+            return None
+        return ids
 
     def _inner_pieces(self, fragment: str) -> list[tuple[int, int]] | None:
         """Where to cut the fragment for the byte-level encoder, whose ids are llama.cpp's
@@ -570,7 +577,7 @@ class LlamaBPETokenizer(LlamaTokenizer):
             return None
         if self._missing:  # fine while no word holds a byte the vocabulary lacks
             data = fragment.encode("utf-8")
-            if len(data.translate(None, self._missing_bytes())) != len(data):
+            if len(data.translate(None, self._missing_bytes)) != len(data):
                 return None
         if len(fragment) <= INNER_MAX_CHARS:
             return [(0, len(fragment))]
@@ -582,11 +589,6 @@ class LlamaBPETokenizer(LlamaTokenizer):
 
         return all(pats.is_space_safe(p) or p.pattern in ONE_CHARACTER_STAGES
                    for p in self.pre.patterns)
-
-    def _missing_bytes(self) -> bytes:
-        from forma_gui.core.byte_map import UNICODE_TO_BYTE
-
-        return bytes(sorted(UNICODE_TO_BYTE[c] for c in self._missing))
 
     def _inner_spans(self, fragment: str, start: int) -> list[tuple[int, int, int]] | None:
         """The fragment's tokens from the byte-level encoder's batch paths and caches (several
@@ -606,20 +608,19 @@ class LlamaBPETokenizer(LlamaTokenizer):
     def _piece_spans(self, piece: str, start: int) -> list[tuple[int, int, int]] | None:
         import numpy as np
 
-        data = piece.encode("utf-8")
-        ids = self.inner.encode(piece)
-        tok = np.array(ids, dtype=np.int64)
-        ends = np.cumsum(self._byte_lengths()[tok])               # (tokens,) byte end of each
-        if len(ends) == 0 or ends[-1] != len(data):
-            return None  # not the text's bytes: let the word-by-word path decide
-        begins = ends - self._byte_lengths()[tok]
-        if len(data) == len(piece):  # ASCII: characters are bytes
+        ids = self._piece_ids(piece)
+        if ids is None:
+            return None
+        lengths = self._byte_lengths()[ids]                        # (tokens,) bytes of each
+        ends = np.cumsum(lengths)
+        begins = ends - lengths
+        if piece.isascii():  # characters are bytes
             first, last = begins + start, ends + start
         else:  # char_spans' rule: from the character holding the first byte to past the last one's
-            lead = np.append((np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80, True)
-            char_at = np.cumsum(lead) - 1                          # (bytes + 1,) character of byte p
+            data = np.frombuffer(piece.encode("utf-8"), dtype=np.uint8)
+            char_at = np.cumsum(np.append((data & 0xC0) != 0x80, True)) - 1  # (bytes + 1,)
             first = char_at[begins]
-            last = np.maximum(np.where(ends > begins, char_at[np.maximum(ends - 1, 0)] + 1, first), first)
+            last = np.where(ends > begins, char_at[np.maximum(ends - 1, 0)] + 1, first)
             first, last = first + start, last + start
         return list(zip(ids, first.tolist(), last.tolist()))
 

@@ -363,16 +363,14 @@ class LlamaTokenizer(Tokenizer):
                  parse_special: bool = False) -> list[int]:
         """llama_tokenize(text, add_special, parse_special), id for id."""
         ids: list[int] = []
-        after_special = True  # as in _spans, without the spans
-        for kind, start, end in self.vocab.partition(text, parse_special):
-            if kind is None:
-                ids += self._fragment_ids(text, start, end, after_special)
-                after_special = False
+        for special, part in self._parts(text, parse_special, self._fragment_ids):
+            if special:
+                ids.append(part[0])
             else:
-                ids.append(kind)
-                after_special = True
+                ids += part
         if add_special:
-            return [i for i, _, _, _ in self._add_special([(i, 0, 0, False) for i in ids], len(text))]
+            head, tail = self._bos_eos()
+            return head + ids + tail
         return ids
 
     def encode(self, text: str, *, special: bool = False) -> list[int]:
@@ -386,25 +384,35 @@ class LlamaTokenizer(Tokenizer):
                parse_special: bool) -> list[tuple[int, int, int, bool]]:
         """(id, char start, char end, special) for every token."""
         out: list[tuple[int, int, int, bool]] = []
-        after_special = True  # llama.cpp's is_prev_special: a space prefix for the first text
-        for kind, start, end in self.vocab.partition(text, parse_special):
-            if kind is None:
-                out.extend((i, s, e, False)
-                           for i, s, e in self._fragment_spans(text, start, end, after_special))
-                after_special = False
+        for special, part in self._parts(text, parse_special, self._fragment_spans):
+            if special:
+                out.append((*part, True))
             else:
-                out.append((kind, start, end, True))
-                after_special = True
-        if add_special:
-            out = self._add_special(out, len(text))
+                out.extend((i, s, e, False) for i, s, e in part)
+        if add_special:  # BOS/EOS, zero-width
+            head, tail = self._bos_eos()
+            n = len(text)
+            out = [(i, 0, 0, True) for i in head] + out + [(i, n, n, True) for i in tail]
         return out
 
-    def _add_special(self, out: list, n: int) -> list:
-        """BOS/EOS as llama.cpp adds them for this family (zero-width)."""
+    def _parts(self, text: str, parse_special: bool, fragment: Callable):
+        """(True, (id, start, end)) per special token and (False, fragment(text, start, end,
+        after_special)) per raw fragment, in order; after_special is llama.cpp's
+        is_prev_special (a space prefix for the first text)."""
+        after_special = True
+        for kind, start, end in self.vocab.partition(text, parse_special):
+            if kind is None:
+                yield False, fragment(text, start, end, after_special)
+            else:
+                yield True, (kind, start, end)
+            after_special = kind is not None
+
+    def _bos_eos(self) -> tuple[list[int], list[int]]:
+        """The BOS and EOS ids llama.cpp adds for this family (each list empty or one id)."""
         flags, specials = self.vocab.flags, self.vocab.specials
         head = [specials["bos"]] if flags.get("add_bos") and specials.get("bos") is not None else []
         tail = [specials["eos"]] if flags.get("add_eos") and specials.get("eos") is not None else []
-        return ([(i, 0, 0, True) for i in head] + out + [(i, n, n, True) for i in tail])
+        return head, tail
 
     @abstractmethod
     def _fragment_spans(self, text: str, start: int, end: int,

@@ -119,12 +119,12 @@ class WordPieceTokenizer(LlamaTokenizer):
     def _normal_bytes(self, token_id: int) -> bytes:
         return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
 
-    def _add_special(self, out: list, n: int) -> list:
+    def _bos_eos(self) -> tuple[list[int], list[int]]:
         """llama.cpp's WPM session always adds BOS ([CLS]) and SEP, whatever add_bos says."""
         specials = self.vocab.specials
-        head = [(specials["bos"], 0, 0, True)] if specials.get("bos") is not None else []
-        tail = [(specials["sep"], n, n, True)] if specials.get("sep") is not None else []
-        return head + out + tail
+        head = [specials["bos"]] if specials.get("bos") is not None else []
+        tail = [specials["sep"]] if specials.get("sep") is not None else []
+        return head, tail
 
     def _table(self) -> dict[bytes, int]:
         if self._bytes_to_id is None:
