@@ -216,6 +216,12 @@ def _plain(tok: ByteLevelBPETokenizer, text: str) -> list[int]:
     return [i for p, w in zip(pieces, whole) for i in ([w] if w is not None else tok._merge(p))]
 
 
+def _assert_cold_and_warm_plain(tok, text: str) -> None:
+    tok.clear_cache()
+    assert tok.encode(text) == _plain(tok, text)
+    assert tok.encode(text) == _plain(tok, text)  # warm
+
+
 @pytest.mark.parametrize("first, last", [("Привет", " end  "), ("start", " конец  "), ("x", " y"),
                                          ("  漢字", "\n"), ("ok", " ok")])
 def test_cold_batch_with_ascii_and_other_chunks_equals_plain_merging(gpt2, r50k, first, last):
@@ -227,9 +233,7 @@ def test_cold_batch_with_ascii_and_other_chunks_equals_plain_merging(gpt2, r50k,
              for _ in range(3 * bytelevel.BATCH)]
     text = first + " " + " ".join(words) + last
     for tok in (gpt2, r50k):
-        tok.clear_cache()
-        assert tok.encode(text) == _plain(tok, text)
-        assert tok.encode(text) == _plain(tok, text)  # warm
+        _assert_cold_and_warm_plain(tok, text)
         prepared = tok.prepare(text)
         assert [i for s, e in tok.pre_tokenize(prepared) for i in tok.encode_pretoken(prepared[s:e])] \
             == _plain(tok, text)
@@ -246,9 +250,7 @@ def test_cold_batch_through_the_wide_twin_equals_plain_merging(gpt2, r50k, first
              for _ in range(4 * bytelevel.BATCH)]
     text = first + " " + " ".join(words) + last
     for tok in (gpt2, r50k):
-        tok.clear_cache()
-        assert tok.encode(text) == _plain(tok, text)
-        assert tok.encode(text) == _plain(tok, text)  # warm
+        _assert_cold_and_warm_plain(tok, text)
     covered = " ".join(w for w in words if "😀" not in w and "٣" not in w)
     r50k.clear_cache()
     assert r50k.encode(covered) == _plain(r50k, covered)

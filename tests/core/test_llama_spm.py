@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 
 import pytest
-import sentencepiece as spm
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sentencepiece import sentencepiece_model_pb2 as pb
 
+from forma_gui.bench.tokenizer_load import LLAMA_ATTR_TO_PIECE_TYPE
 from forma_gui.core.llama_tokenizers import LlamaSPMTokenizer
 from forma_gui.core.llama_vocab import LlamaVocab
 from forma_gui.formats.gguf_tokenizer import load_gguf_tokenizer
@@ -49,22 +48,11 @@ def llama_ref(llama):
 
 @pytest.fixture(scope="module")
 def llama_lib(llama, tmp_path_factory):
-    """`sentencepiece` with the llama vocabulary as a BPE model."""
-    vocab = llama.vocab
-    model = pb.ModelProto()
-    for i, text in enumerate(vocab.tokens):
-        piece = model.pieces.add()
-        piece.piece, piece.score = text, vocab.score(i)
-        piece.type = {1: 2, 4: 1, 8: 3, 32: 6}[vocab.attrs[i]]  # llama attribute bits -> types
-    model.trainer_spec.model_type = pb.TrainerSpec.BPE
-    model.trainer_spec.byte_fallback = True
-    model.trainer_spec.vocab_size = len(vocab)
-    spec = model.normalizer_spec
-    spec.name, spec.add_dummy_prefix = "identity", True
-    spec.remove_extra_whitespaces, spec.escape_whitespaces = False, True
-    path = tmp_path_factory.mktemp("llama") / "llama.model"
-    path.write_bytes(model.SerializeToString())
-    return spm.SentencePieceProcessor(model_file=str(path))
+    """`sentencepiece` with the llama vocabulary as a BPE model (the benchmark's peer)."""
+    from forma_gui.bench.tokenizer_load import _llama_spm_as_model
+
+    assert set(llama.vocab.attrs) <= set(LLAMA_ATTR_TO_PIECE_TYPE)  # every attribute maps
+    return _llama_spm_as_model(llama, tmp_path_factory.mktemp("llama"))
 
 
 def _texts(alphabet: list[str], max_size: int = 40):

@@ -47,6 +47,14 @@ def _expected_f32(name: str) -> np.ndarray:
     return data.astype(np.float32) if qtype is None else gguf.quants.dequantize(data, qtype)
 
 
+def _finish(writer) -> None:
+    """Write everything a GGUFWriter holds (each shard, when it splits) and close it."""
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def write_model(path: Path, kv: dict | None = None, **split) -> list[Path]:
     """The STORED model written by GGUFWriter(path, **split); the files it made, in order."""
     writer = gguf.GGUFWriter(path, "llama", **split)
@@ -55,10 +63,7 @@ def write_model(path: Path, kv: dict | None = None, **split) -> list[Path]:
         writer.add_key_value(key, value, vtype, sub_type=sub)
     for name, (data, qtype) in STORED.items():
         writer.add_tensor(name, data, raw_dtype=qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _finish(writer)
     return [Path(p) for p in writer.format_shard_names(Path(path))]
 
 
@@ -162,10 +167,7 @@ def test_big_endian_shards(tmp_path: Path) -> None:
     arrays = {name: STORED[name][0] for name in ("blk.0.attn_q.weight", "output.weight")}
     for name, data in arrays.items():
         writer.add_tensor(name, data)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _finish(writer)
     with open_weights(tmp_path / "b-00002-of-00002.gguf") as w:
         assert w.format_info["byte_order"] == "big" and len(w.files) == 2
         for name, data in arrays.items():
@@ -235,10 +237,7 @@ def _write_shard(path: Path, tensors: dict[str, np.ndarray], kv: dict) -> None:
         writer.add_key_value(key, value, vtype)
     for name, data in tensors.items():
         writer.add_tensor(name, data)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _finish(writer)
 
 
 SHARD_TENSORS = (("a", "b"), ("c", "d"), ("e",))
