@@ -13,6 +13,7 @@ import codecs
 import functools
 from itertools import accumulate
 
+from forma_gui.core.byte_split import split_at_slots
 from forma_gui.core.slices import SLICE, pause
 from forma_gui.errors import FormatError
 
@@ -96,16 +97,19 @@ def pieces_to_bytes(pieces: list[str]) -> list[bytes]:
 def _pieces_to_bytes(pieces: list[str]) -> list[bytes]:
     import numpy as np
 
-    joined = "".join(pieces)
+    if not pieces:
+        return []
+    joined = "\n".join(pieces) + "\n"  # "\n" is no map character: it marks where each piece ends
     table = _code_table()
     codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)  # (n_chars,)
+    ends = np.flatnonzero(codes == ord("\n"))
     mapped = table[np.minimum(codes, len(table) - 1)]
-    if ((codes >= len(table)) | (mapped < 0)).any():
+    bad = (codes >= len(table)) | (mapped < 0)
+    bad[ends] = False
+    if len(ends) != len(pieces) or bad.any():
         for piece in pieces:
             unicode_str_to_bytes(piece)  # raises, naming the piece
-    data = mapped.astype(np.uint8).tobytes()
-    ends = list(accumulate(map(len, pieces)))
-    return [data[a:b] for a, b in zip([0, *ends], ends)]
+    return split_at_slots(mapped.astype(np.uint8), ends)
 
 
 def bytes_to_pieces(datas: list[bytes]) -> list[str]:

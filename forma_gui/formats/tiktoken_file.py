@@ -14,9 +14,9 @@ from __future__ import annotations
 import binascii
 import os
 import sys
-from itertools import accumulate
 from pathlib import Path
 
+from forma_gui.core.byte_split import split_at_slots
 from forma_gui.core.bytelevel import ByteLevelBPETokenizer
 from forma_gui.core.patterns import ALIASES, PATTERNS, resolve_name
 from forma_gui.core.tokenizer import AddedToken
@@ -39,8 +39,6 @@ _BASE64 = _ALPHABET + b"="
 _BASE64_OR_SEPARATOR = _BASE64 + b" \n"
 #: base64 character -> its 6 bits (a bytes.translate table; "=" and the rest: 0)
 _SIX_BITS = bytes(max(_ALPHABET.find(b), 0) for b in range(256))
-#: separator candidates for `_tokens`: bytes that never occur in valid UTF-8
-_SEPARATORS = tuple(bytes([b]) for b in (0xFF, 0xFE, 0xC0, 0xC1, *range(0xF5, 0xFE)))
 
 
 def load_tiktoken(path: str | os.PathLike, *, pattern: str | None = None) -> ByteLevelBPETokenizer:
@@ -173,9 +171,8 @@ def _tokens(data: bytes, starts, lengths) -> list[bytes] | None:
 
     Each token is whole quads (lengths are multiples of 4), so all quads decode in numpy at
     once; only the last quad of a token may hold ``=``, as ``xxx=`` or ``xx==``, which drop
-    one or two of its three bytes. The tokens are laid out with a separator byte after each
-    and cut by one bytes.split. The separator is a byte no valid UTF-8 holds, so few tokens
-    hold it (usually one: the byte's own token); those are cut at it too and mended.
+    one or two of its three bytes. The tokens are laid out with a spare byte after each and
+    cut by core.byte_split.
     """
     import numpy as np
 
@@ -191,28 +188,15 @@ def _tokens(data: bytes, starts, lengths) -> list[bytes] | None:
     if np.count_nonzero(tail) != data.count(b"=") or (pad2 & ~pad3).any():
         return None  # "=" elsewhere, or "x=x=" / "xx=x"
     v = np.frombuffer(quads.tobytes().translate(_SIX_BITS), np.uint8).reshape(-1, 4)
-    out = np.zeros((n_quads, 4), np.uint8)                              # 3 bytes, a separator slot
+    out = np.empty((n_quads, 4), np.uint8)                              # 3 bytes, a spare slot
     out[:, 0] = (v[:, 0] << 2) | (v[:, 1] >> 4)
     out[:, 1] = (v[:, 1] << 4) | (v[:, 2] >> 2)
     out[:, 2] = (v[:, 2] << 6) | v[:, 3]
     keep = np.empty((n_quads, 4), np.bool_)
     keep[...] = (True, True, True, False)
     keep[last, 1], keep[last, 2], keep[last, 3] = ~pad2, ~pad3, True
-    laid = out[keep]                                                    # tokens and separator slots
-    sizes = per_token * 3 - pad2 - pad3
-    slots = np.cumsum(sizes + 1) - 1
-    plain = laid.tobytes()
-    sep = _SEPARATORS[0]
-    if plain.count(sep) > len(sizes) >> 6:  # a file of mostly non-UTF-8 tokens: the rarest
-        sep = min(_SEPARATORS, key=plain.count)
-    holders = np.unique(np.searchsorted(slots, np.flatnonzero(laid == sep[0]))).tolist()
-    laid[slots] = sep[0]
-    tokens = laid.tobytes().split(sep)
-    tokens.pop()                                                        # after the last separator
-    cuts = [plain.count(sep, slots[i] - sizes[i], slots[i]) for i in holders]
-    for i, extra, before in reversed(list(zip(holders, cuts, accumulate([0] + cuts)))):
-        tokens[i + before:i + before + extra + 1] = [plain[slots[i] - sizes[i]:slots[i]]]
-    return tokens
+    slots = np.cumsum(per_token * 3 - pad2 - pad3 + 1) - 1
+    return split_at_slots(out[keep], slots)
 
 
 def _parse_lines(data: bytes, path) -> dict[bytes, int]:
