@@ -173,7 +173,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._pieces = None  # spelled lazily: most uses never ask
         self._piece_ids = None
         self._ranks = ranks
-        self._merges = None
+        self._merges_map = None
         self._shift = max(size, 2).bit_length()
         self._ignore_merges = True  # tiktoken looks the whole pre-token up first
         self._fuse_unk = False
@@ -183,14 +183,15 @@ class ByteLevelBPETokenizer(Tokenizer):
     # ---- construction helpers ---------------------------------------------------------------
     def _setup_merges(self, merges: Iterable[str | Sequence[str]], strict: bool,
                       merge_ids: Any = None) -> None:
-        """The merges as an id-space table: (left << shift | right) -> (rank << shift | merged).
+        """Each merge's (rank, left, right, merged) ids, checked here; the id-space table
+        `_merges` is built from them on first use (an inspector often only shows the vocabulary).
 
         A pair listed twice keeps its last rank, as HF tokenizers' merge map does.
         """
         self._holes = {i for i, data in enumerate(self._bytes) if not data} if b"" in self._bytes else set()
         self._model_bytes = self._bytes  # before added tokens: what the model vocabulary spells
         self._encoder_map: dict[bytes, int] | None = None
-        self._shift = shift = max(len(self._bytes), 2).bit_length()
+        self._shift = max(len(self._bytes), 2).bit_length()
         piece_ids = self._piece_id_map()
         triples = _given_id_columns(merge_ids, len(self._bytes))
         if triples is None:
@@ -198,17 +199,30 @@ class ByteLevelBPETokenizer(Tokenizer):
             triples = _merge_id_columns(merges, piece_ids, self.pieces)
         if triples is None:  # some merge is malformed or unknown: find it (or skip the bad ones)
             triples = _merge_id_rows(merges, piece_ids, strict)
-        ranks, lefts, rights, merged = triples
-        keys, values = _pack(lefts, rights, shift), _pack(ranks, merged, shift)
-        self._merges = sliced_dict(keys, values)
-        release(keys, values)  # our copies: freed in slices, not all at once on return
+        self._merge_triples: tuple | None = triples  # the table is built on first use
+        self._merges_map: dict[int, int] | None = None
         if isinstance(merges, list):
             release(merges)
-        self._merge_columns: tuple | None = (ranks, merged)
+        self._merge_columns: tuple | None = (triples[0], triples[3])  # ranks, merged ids
         self._merge_rank_map: dict[int, int] | None = None
         size = len(self._bytes)
         self._byte_ids = [i if i is not None and i < size and i not in self._literal else None
                           for i in map(piece_ids.get, BYTE_TO_UNICODE.values())]
+
+    @property
+    def _merges(self) -> dict[int, int]:
+        """(left << shift | right) -> (rank << shift | merged) (built on first use)."""
+        table = self._merges_map
+        if table is None:
+            triples = self._merge_triples
+            if triples is None:  # another thread has just built it
+                return self._merges_map
+            ranks, lefts, rights, merged = triples
+            keys, values = _pack(lefts, rights, self._shift), _pack(ranks, merged, self._shift)
+            table = self._merges_map = sliced_dict(keys, values)
+            release(keys, values)  # our copies: freed in slices, not all at once on return
+            self._merge_triples = None
+        return table
 
     @property
     def _encoder(self) -> dict[bytes, int]:
