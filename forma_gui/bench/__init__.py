@@ -54,6 +54,33 @@ def median_time(fn: Callable[[], object], *, repeat: int = 5, warmup: bool = Tru
     return statistics.median(times)
 
 
+def alternating(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each function, run in turns (after one warm-up turn).
+
+    CPU time is reported beside wall time because on a shared machine the wall clock also
+    counts time spent waiting for a core; all the work measured here runs on one thread.
+    The result is freed after the clock stops: freeing a large result is not part of making it.
+    """
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
+    for turn in range(repeat + 1):
+        for name, fn in fns.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            result = fn()
+            elapsed = (time.perf_counter() - t0, time.process_time() - c0)
+            del result
+            if turn:
+                times[name].append(elapsed)
+    return {name: (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts))
+            for name, ts in times.items()}
+
+
+def cpu_note(secs: dict[str, tuple[float, float]], ours: str, peer: str) -> str:
+    """"CPU-time ratio 1.23x" of `alternating`'s results, "" without the peer."""
+    if peer not in secs:
+        return ""
+    return f"CPU-time ratio {secs[peer][1] / secs[ours][1]:.2f}x"
+
+
 def data_path(*parts: str) -> Path:
     """A file of the test data (FORMA_TEST_DATA, default ../shared/data beside the checkout)."""
     root = os.environ.get("FORMA_TEST_DATA")

@@ -44,13 +44,11 @@ import itertools
 import json
 import os
 import random
-import statistics
 import sysconfig
-import time
 from pathlib import Path
 from typing import Callable
 
-from forma_gui.bench import BenchResult
+from forma_gui.bench import BenchResult, alternating, cpu_note
 
 COLD_TARGET, WARM_TARGET, LOAD_TARGET = 0.4, 0.9, 1.0
 ENCODINGS = {"r50k_base": "gpt2", "cl100k_base": "cl100k"}
@@ -169,32 +167,6 @@ def _hf_gpt2():
 
 # ---- measurements -------------------------------------------------------------------------------
 
-def _alternating(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, tuple[float, float]]:
-    """Median (wall, CPU) seconds of each function, run in turns (after one warm-up turn).
-
-    CPU time is reported beside wall time because on a shared machine the wall clock also
-    counts time spent waiting for a core; all the work measured here runs on one thread.
-    The result is freed after the clock stops: freeing a large result is not part of making it.
-    """
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in fns}
-    for turn in range(repeat + 1):
-        for name, fn in fns.items():
-            t0, c0 = time.perf_counter(), time.process_time()
-            result = fn()
-            elapsed = (time.perf_counter() - t0, time.process_time() - c0)
-            del result
-            if turn:
-                times[name].append(elapsed)
-    return {name: (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts))
-            for name, ts in times.items()}
-
-
-def _cpu_note(secs: dict[str, tuple[float, float]], ours: str, peer: str) -> str:
-    if peer not in secs:
-        return ""
-    return f"CPU-time ratio {secs[peer][1] / secs[ours][1]:.2f}x"
-
-
 def encode_results(text: str, repeat: int) -> list[BenchResult]:
     from forma_gui.formats.tiktoken_file import load_tiktoken
 
@@ -215,7 +187,7 @@ def encode_results(text: str, repeat: int) -> list[BenchResult]:
             fns["tiktoken"] = lambda peer=peer: peer.encode_ordinary(text)
         if hf is not None:
             fns["hf"] = lambda hf=hf: hf.encode(text, add_special_tokens=False)
-        secs = _alternating(fns, repeat)
+        secs = alternating(fns, repeat)
         ids = ours.encode(text)
         same = [] if peer is None else ["tiktoken ids identical" if ids == peer.encode_ordinary(text)
                                         else "tiktoken ids DIFFER"]
@@ -225,11 +197,11 @@ def encode_results(text: str, repeat: int) -> list[BenchResult]:
         rate = {k: mb / v[0] for k, v in secs.items()}
         label = f"encode {mb:.1f} MB mixed, {name}"
         for kind, target in (("cold", COLD_TARGET), ("warm", WARM_TARGET)):
-            note = ", ".join([*same, _cpu_note(secs, kind, "tiktoken")])
+            note = ", ".join([*same, cpu_note(secs, kind, "tiktoken")])
             results.append(BenchResult(f"{label}, {kind} cache", rate[kind], rate.get("tiktoken"), "tiktoken",
                                        "MB/s", target=target, note=note))
         if hf is not None:
-            note = ", ".join([*same, _cpu_note(secs, "cold", "hf")])
+            note = ", ".join([*same, cpu_note(secs, "cold", "hf")])
             results.append(BenchResult(f"{label}, cold cache vs HF", rate["cold"], rate["hf"], "HF tokenizers",
                                        "MB/s", note=note))
     return results
@@ -248,9 +220,9 @@ def load_results(repeat: int) -> list[BenchResult]:
             fns["peer"] = lambda path=path: tiktoken.load.load_tiktoken_bpe(str(path))
         except ImportError:
             pass
-        secs = _alternating(fns, repeat)
+        secs = alternating(fns, repeat)
         note = ", ".join(filter(None, ["ours: a usable tokenizer; peer: the rank dict only",
-                                       _cpu_note(secs, "ours", "peer")]))
+                                       cpu_note(secs, "ours", "peer")]))
         results.append(BenchResult(f"load {name}.tiktoken", secs["ours"][0] * 1e3,
                                    secs["peer"][0] * 1e3 if "peer" in secs else None,
                                    "tiktoken.load", "ms", higher_is_better=False, target=LOAD_TARGET,
