@@ -19,6 +19,7 @@ from pathlib import Path
 from forma_gui.core.byte_split import split_at_slots
 from forma_gui.core.bytelevel import ByteLevelBPETokenizer
 from forma_gui.core.patterns import ALIASES, PATTERNS, resolve_name
+from forma_gui.core.slices import sliced_dict
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError
 from forma_gui.formats.limits import check_id_space, id_limit
@@ -138,7 +139,7 @@ def _parse_canonical(data: bytes) -> dict[bytes, int] | None:
         values = ranks.tolist()
         if len(set(values)) != n:
             return None
-    parsed = dict(zip(tokens, values))
+    parsed = sliced_dict(tokens, values)  # in slices: a window's worker must not hold the GIL ~50 ms
     return parsed if len(parsed) == n else None
 
 
