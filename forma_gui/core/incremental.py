@@ -24,18 +24,45 @@ match leftmost-longest, so a match at p depends only on text[p:p + longest]: the
 `longest` characters before the edit and runs until no old or new match straddles the same
 (shifted) point after it; from there the old matches stand. Segment ends count as cuts.
 
+llama.cpp's byte-level BPE (GGUF ``gpt2`` vocabularies, `LlamaBPETokenizer`) is handled alike
+when its pre-tokenizer is one stage whose regex is in VERIFIED (gpt-2, llama-bpe/llama3, qwen2
+and the other names mapping to those regexes), because then:
+
+* its words are that regex's matches (one stage: `LlamaPreTokenizer.split` is one
+  `split_pieces`, which equals the findall, and a VERIFIED regex never runs on the wide-space
+  rewrite), and the session encodes each word alone: a word with no byte the vocabulary lacks
+  and no lone surrogate gets the ids of the byte-level encoder's `encode_pretoken`
+  (`LlamaBPETokenizer.words_exact` says when; a region failing it falls back);
+* special tokens are what llama.cpp's partition cuts out: user-defined ones always, control
+  and unknown ones with special=True. It cuts each text out everywhere in turn, longest
+  first, which finds the same matches as a leftmost-longest scan when no two occurrences of
+  those texts can overlap (`_overlap_free`): then the matches are all occurrences either way.
+  Those tokens, and no others, are flagged special, as `LlamaTokenizer.segment` flags them;
+  a byte-level token with one of their ids would spell one of their texts, and the partition
+  leaves no whole occurrence in the text it hands on;
+* spans follow `segment`'s `tile_spans`: the tokens sharing a split character each span all
+  the characters of their run (`tiled`);
+* no BOS/EOS: the Tokenize view shows `encode`/`segment`, which add none.
+
 The text lives in `TextBlocks`: copying a 1 MB str of Cyrillic already costs over 1 ms here.
 
 Where the shortcut is not provably right the encoder re-encodes everything (`full_encodes`
 counts it), so the result is always exact:
 
-* always (`reason` says why): tokenizers other than ByteLevelBPETokenizer (SentencePiece,
-  WordPiece), a regex outside VERIFIED (custom ones, several Split stages); with special=True,
-  added tokens with lstrip/rstrip/single_word/normalized flags, or add_prefix_space;
+* always (`reason` says why): tokenizers other than ByteLevelBPETokenizer and
+  LlamaBPETokenizer (SentencePiece, WordPiece), a regex outside VERIFIED (custom ones, several
+  Split stages or llama.cpp regex stages); with special=True, added tokens with lstrip/rstrip/
+  single_word/normalized flags, or add_prefix_space; for llama.cpp, partition tokens with the
+  LSTRIP/RSTRIP attributes or texts that can overlap, or add_space_prefix;
 * while the text has lone surrogates, or the tokenizer's normalizer (NFC, NFKC, ...) would
   change it (prepare() then rewrites the text, so offsets no longer line up);
 * for one edit, when the region's token bytes differ from its text bytes (a vocabulary that
-  lacks some byte and drops it or maps it to unk).
+  lacks some byte and drops it or maps it to unk), or, for llama.cpp, when the region holds a
+  byte the vocabulary lacks; and then while the tokens' bytes are not the text's (the spans
+  of the tokens around a dropped byte take it in, so they no longer start at cuts).
+
+`supports_edits` is `local_edits` for ByteLevelBPETokenizer only: core.chunked slices the
+text for it, and knows nothing of llama.cpp's partition.
 """
 from __future__ import annotations
 
@@ -58,10 +85,10 @@ PARTIAL = 1
 SPECIAL = 2
 
 #: regex sources the cut rules were checked for (every one matches every character, and
-#: none looks behind)
+#: none looks behind); llama.cpp's spellings of llama3/qwen2 are what GGUF vocabularies use
 VERIFIED: frozenset[str] = frozenset(
     [pats.PATTERNS[name] for name in ("gpt2", "cl100k", "o200k", "llama3", "qwen2")]
-    + [pats.HF_BYTELEVEL_REGEX])
+    + [pats.HF_BYTELEVEL_REGEX] + list(pats.CPP_PATTERNS.values()))
 
 #: character pairs (before, after) at which every VERIFIED pattern always cuts. In each of them
 #: a pre-token can only start with an optional U+0020 (gpt2), or an optional character that is
@@ -93,6 +120,17 @@ _ASCII = regex.compile("[\x00-\x7f]")
 _ASCII_BACKWARD = regex.compile("[\x00-\x7f]", regex.REVERSE)
 #: token byte length per id, per tokenizer (built once, for vectorized spans)
 _BYTE_LENGTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: the _Plan per llama.cpp tokenizer and mode (its overlap check is not free)
+_LLAMA_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class _Plan(NamedTuple):
+    """How an IncrementalEncoder treats one tokenizer in one mode."""
+
+    pattern: regex.Pattern | None        # the VERIFIED pre-tokenizer regex; None: edits re-encode in full
+    reason: str                          # why they do ("" when they do not)
+    matched: tuple[tuple[str, int], ...]  # (text, id) the special-token scan cuts out; the first listed wins
+    special_ids: frozenset[int]          # ids of the tokens flagged special
 
 
 class Splice(NamedTuple):
@@ -182,11 +220,15 @@ class IncrementalEncoder:
     def __init__(self, tokenizer: "Tokenizer", text: str = "", *, special: bool = False) -> None:
         self.tokenizer = tokenizer
         self.special = special
-        self._pattern, self.reason = _incremental_pattern(tokenizer, special)
+        plan = _plan(tokenizer, special)
+        self._pattern, self.reason = plan.pattern, plan.reason
         self._forms = tuple(getattr(tokenizer, "_forms", ()))
         self._prefix_space = bool(getattr(tokenizer, "add_prefix_space", False))
-        self._special_ids = frozenset(tokenizer.special_ids)
-        self._added = _added_matcher(tokenizer) if special and tokenizer.added_tokens else None
+        self._special_ids = plan.special_ids
+        self._added = _added_matcher(plan.matched) if plan.matched else None
+        self._llama = _is_llama(tokenizer)
+        self._disjoint = self._llama and not self.reason  # matches never overlap (see _llama_reason)
+        self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
         self._blocks = TextBlocks()
         self.full_encodes = 0
         self.ids = array("i")
@@ -252,7 +294,7 @@ class IncrementalEncoder:
         old = len(self.ids)
         self._offset = int(self._prefix_space and bool(text) and not text.startswith(" "))
         self._blocks.set(" " * self._offset + text)
-        self._surrogates, self._clean = 0, True
+        self._surrogates, self._clean, self._aligned = 0, True, True
         self.ids, self.starts, self.ends, self.flags, self.nbytes = ids, starts, ends, flags, nbytes
         if self._added is not None:
             self._m_starts = array("i", [s for s, _ in matches or ()])
@@ -263,13 +305,18 @@ class IncrementalEncoder:
         """starts/ends/flags for the whole text: vectorized when token bytes are the text's bytes."""
         data = self.tokenizer.decode_bytes(ids)
         encoded = inner.encode("utf-8") if self._clean else None
-        if data == encoded:
+        # spans of tokens that drop bytes take the gaps in (tile_spans, align_tokens): a region's
+        # tokens would no longer start at its cuts, so edits stay local only while they line up
+        self._aligned = data == encoded
+        if self._aligned:
             self.starts, self.ends, self.flags = _identity_spans(self.tokenizer, data, self.ids, self._offset,
-                                                                 self._special_ids)
+                                                                 self._special_ids, tiled=self._llama)
         else:
             from forma_gui.core.segment import align_tokens
 
-            tokens = align_tokens(self.tokenizer, text, ids)
+            # llama.cpp tokenizers place their tokens themselves (dropped bytes, partition flags)
+            tokens = self.tokenizer.segment(text, special=self.special) if self._llama else \
+                align_tokens(self.tokenizer, text, ids)
             self.starts = array("i", [t.start for t in tokens])
             self.ends = array("i", [t.end for t in tokens])
             self.flags = bytearray([t.partial | t.special << 1 for t in tokens])
@@ -289,7 +336,6 @@ class IncrementalEncoder:
         self._surrogates += _count_surrogates(inserted_text) - _count_surrogates(removed)
         self._blocks.replace(e, e + removed_len, inserted_text)
         if self._local_ok(start, removed_len, inserted_text) and self._retokenize(e, removed_len, len(inserted_text)):
-            self.nbytes += len(inserted_text.encode("utf-8")) - len(removed.encode("utf-8"))
             return self.ids
         self.full_encodes += 1
         old = len(self.ids)
@@ -299,7 +345,7 @@ class IncrementalEncoder:
 
     def _local_ok(self, start: int, removed_len: int, inserted: str) -> bool:
         """Whether the edit can be handled locally (checked after the text changed)."""
-        if self.reason or not self._clean or self._surrogates:
+        if self.reason or not self._clean or self._surrogates or not self._aligned:
             return False
         if start == 0 and self._prefix_space:
             text0 = self._blocks.slice(self._offset, self._offset + 1)
@@ -346,7 +392,10 @@ class IncrementalEncoder:
         return (hi, False) if q is None else (q, True)
 
     def _encode_region(self, r: int, q: int, q_is_cut: bool, matches: list[tuple[int, int, int]]):
-        """(ids, starts, ends, flags) of the new text[r:q], or None if its bytes do not line up."""
+        """(ids, starts, ends, flags) of the new text[r:q], or None if its bytes do not line up
+        (or, for llama.cpp BPE, some word in it is not encoded the byte-level way)."""
+        if self._words_exact is not None and not self._words_exact(self._blocks.slice(r, q)):
+            return None
         ids: list[int] = []
         pos = r
         for m_start, m_end, token_id in [*matches, (q, q, -1)]:
@@ -356,7 +405,8 @@ class IncrementalEncoder:
             if token_id >= 0:
                 ids.append(token_id)
             pos = m_end
-        return _region_spans(self.tokenizer, self._blocks.slice(r, q), r, ids, self._offset, self._special_ids)
+        return _region_spans(self.tokenizer, self._blocks.slice(r, q), r, ids, self._offset, self._special_ids,
+                             tiled=self._llama)
 
     def _encode_ordinary(self, text: str, drop_last: bool) -> list[int]:
         """Ids of ordinary text; with drop_last, its last character is only context."""
@@ -374,6 +424,9 @@ class IncrementalEncoder:
         off = self._offset
         i0 = bisect_left(self.starts, r - off) if r > off else 0
         j0 = bisect_left(self.starts, q_old - off)
+        # by the tokens' bytes: the old ones may have dropped a byte the vocabulary lacks
+        token_bytes = self.tokenizer.token_bytes
+        self.nbytes += sum(len(token_bytes(i)) for i in ids) - sum(len(token_bytes(i)) for i in self.ids[i0:j0])
         self.ids[i0:j0] = array("i", ids)
         self.starts[i0:j0] = array("i", starts)
         self.ends[i0:j0] = array("i", ends)
@@ -405,10 +458,13 @@ class IncrementalEncoder:
         starts, ends = self._m_starts, self._m_ends
         i = bisect_right(starts, e - longest)     # old matches [0, i) end before e: unchanged
         cur = ends[i - 1] if i else 0
+        # a leftmost-longest scan must start where the last one stood; when matches are all the
+        # occurrences (llama.cpp, `_overlap_free`), anywhere: no document-long rescan
+        scan = max(cur, e - longest + 1) if self._disjoint else cur
         x = e + added                             # new coordinates
         while True:  # find x with no old or new match straddling it
-            window = self._blocks.slice(cur, x + longest)
-            new = [(cur + m.start(), cur + m.end()) for m in pattern.finditer(window) if cur + m.start() < x]
+            window = self._blocks.slice(scan, x + longest)
+            new = [(scan + m.start(), scan + m.end()) for m in pattern.finditer(window) if scan + m.start() < x]
             j = bisect_left(starts, x - delta)
             moved = x
             if new and new[-1][1] > x:
@@ -429,12 +485,103 @@ class IncrementalEncoder:
         return u0, u1, cur, seg_hi, [(s, t, ids[text_of(s, t)]) for s, t in new]
 
 
-def supports_edits(tokenizer: "Tokenizer", special: bool = False) -> bool:
+def local_edits(tokenizer: "Tokenizer", special: bool = False) -> bool:
     """Whether an IncrementalEncoder re-encodes edits locally for this tokenizer and mode."""
-    return _incremental_pattern(tokenizer, special)[0] is not None
+    return _plan(tokenizer, special).pattern is not None
+
+
+def supports_edits(tokenizer: "Tokenizer", special: bool = False) -> bool:
+    """Whether edits are local (`local_edits`) for a ByteLevelBPETokenizer, whose encode
+    core.chunked may also cut into slices. False for llama.cpp's BPE: those slices would know
+    nothing of its partition (user-defined tokens are cut out even with special=False)."""
+    return not _is_llama(tokenizer) and local_edits(tokenizer, special)
 
 
 # ---- helpers -----------------------------------------------------------------------------------
+
+def _plan(tokenizer: "Tokenizer", special: bool) -> _Plan:
+    """The _Plan for a tokenizer and mode."""
+    if _is_llama(tokenizer):
+        plans = _LLAMA_PLANS.setdefault(tokenizer, {})
+        if special not in plans:
+            plans[special] = _llama_plan(tokenizer, special)
+        return plans[special]
+    pattern, reason = _incremental_pattern(tokenizer, special)
+    matched = tuple((t.content, t.id) for t in tokenizer.added_tokens) if special else ()
+    return _Plan(pattern, reason, matched, frozenset(tokenizer.special_ids))
+
+
+def _is_llama(tokenizer: "Tokenizer") -> bool:
+    from forma_gui.core.llama_vocab import LlamaTokenizer
+
+    return isinstance(tokenizer, LlamaTokenizer)
+
+
+def _llama_plan(tokenizer, special: bool) -> _Plan:
+    """The _Plan for a llama.cpp tokenizer; its special tokens are the ones its partition cuts
+    out in this mode (user-defined ones always), and only those are flagged special."""
+    cut = _partition_tokens(tokenizer, special)
+    matched = tuple((text, token_id) for text, token_id, _ in cut)
+    reason = _llama_reason(tokenizer, cut)
+    pattern = None if reason else tokenizer.word_pattern
+    return _Plan(pattern, reason, matched, frozenset(token_id for _, token_id in matched))
+
+
+def _partition_tokens(tokenizer, special: bool) -> list[tuple[str, int, bool]]:
+    """(text, id, stripped) of the tokens `LlamaVocab.partition` cuts out with parse_special=
+    `special`, in its order (the tokenizer's added tokens are its special cache); stripped: the
+    LSTRIP or RSTRIP attribute."""
+    from forma_gui.core.llama_vocab import ATTR_CONTROL, ATTR_LSTRIP, ATTR_RSTRIP, ATTR_UNKNOWN
+
+    attrs = tokenizer.vocab.attrs
+    skip = 0 if special else ATTR_CONTROL | ATTR_UNKNOWN
+    return [(t.content, t.id, bool(attrs[t.id] & (ATTR_LSTRIP | ATTR_RSTRIP)))
+            for t in tokenizer.added_tokens if not attrs[t.id] & skip]
+
+
+def _llama_reason(tokenizer, cut: list[tuple[str, int, bool]]) -> str:
+    """Why edits re-encode in full for a llama.cpp tokenizer ("" when they need not)."""
+    if not hasattr(tokenizer, "word_pattern"):
+        return f"{tokenizer.kind} tokenizers are re-encoded in full"
+    pattern = tokenizer.word_pattern
+    if pattern is None or pattern.pattern not in VERIFIED:
+        return (f"llama.cpp's {tokenizer.pre.name!r} pre-tokenizer ({len(tokenizer.pre.patterns)} regex "
+                f"stage(s)) is not one the incremental cuts were checked for")
+    if tokenizer.vocab.flags.get("add_space_prefix"):
+        return "add_space_prefix (the decoded bytes drop a leading space)"
+    stripped = [text for text, _, strip in cut if strip]
+    if stripped:
+        return f"special tokens with llama.cpp's lstrip/rstrip attributes ({stripped[0]!r})"
+    if not _overlap_free([text for text, _, _ in cut]):
+        return "special tokens whose texts can overlap (llama.cpp cuts them longest first, not leftmost)"
+    return ""
+
+
+def _overlap_free(texts: list[str]) -> bool:
+    """Whether no two occurrences of these (non-empty) texts can ever overlap in a text.
+
+    Then every occurrence of every text is disjoint from all others, so llama.cpp's partition
+    (each text cut out everywhere in turn, longest first) and a leftmost-longest scan both cut
+    out exactly all of them. Two occurrences overlap iff, for some text a and 0 <= i < len(a),
+    a[i:] is a prefix of another text b or b is a prefix of a[i:] (b != a when i == 0).
+
+    >>> _overlap_free(["<|a|>", "<|b|>"]), _overlap_free(["ab", "bc"]), _overlap_free(["aa"])
+    (True, False, False)
+    """
+    distinct = sorted(set(texts))
+    if "" in distinct:
+        return False
+    known, lengths = set(distinct), sorted({len(t) for t in distinct})
+    for a in distinct:
+        for i in range(len(a)):
+            s = a[i:]
+            k = bisect_left(distinct, s)
+            # the texts s begins are distinct[k:...]; at i == 0, distinct[k] is a itself
+            if any(b.startswith(s) and (i or b != a) for b in distinct[k:k + 2]):
+                return False
+            if any(s[:n] in known for n in lengths if n < len(s) or (i and n == len(s))):
+                return False
+    return True
 
 def _incremental_pattern(tokenizer: "Tokenizer", special: bool) -> tuple[regex.Pattern | None, str]:
     """(the single VERIFIED pattern, "") or (None, why edits are re-encoded in full)."""
@@ -453,16 +600,16 @@ def _incremental_pattern(tokenizer: "Tokenizer", special: bool) -> tuple[regex.P
     return stages[0], ""
 
 
-def _added_matcher(tokenizer: "Tokenizer") -> tuple[regex.Pattern, dict[str, int], int]:
-    """(alternation of the added tokens longest first, content -> id, longest length).
+def _added_matcher(matched: tuple[tuple[str, int], ...]) -> tuple[regex.Pattern, dict[str, int], int]:
+    """(alternation of the (text, id) pairs longest first, text -> id, longest length).
 
     The same leftmost-longest matching as core.special for tokens without flags; the first
     token listed wins for a duplicated content, as there.
     """
     by_text: dict[str, int] = {}
-    for token in tokenizer.added_tokens:
-        if token.content:
-            by_text.setdefault(token.content, token.id)
+    for content, token_id in matched:
+        if content:
+            by_text.setdefault(content, token_id)
     ordered = sorted(by_text, key=len, reverse=True)
     pattern = regex.compile("|".join(map(regex.escape, ordered)) or r"(?!)")
     return pattern, by_text, max(map(len, ordered), default=0)
@@ -522,31 +669,48 @@ def _shift(column: array, start: int, delta: int) -> None:
         del view
 
 
-def _byte_lengths(tokenizer: "Tokenizer"):
-    """len(token_bytes(id)) for every id, as an int64 array (cached per tokenizer)."""
+def _byte_lengths(tokenizer: "Tokenizer", tok):
+    """len(token_bytes(id)) for each id of the int array `tok`, from a per-tokenizer table filled
+    as ids turn up (all 128k of a GGUF vocabulary at once would take ~0.4 s)."""
     import numpy as np
 
     table = _BYTE_LENGTHS.get(tokenizer)
     if table is None or len(table) != tokenizer.vocab_size:
-        table = np.fromiter(map(len, map(tokenizer.token_bytes, range(tokenizer.vocab_size))),
-                            dtype=np.int64, count=tokenizer.vocab_size)
+        table = np.full(tokenizer.vocab_size, -1, dtype=np.int64)  # -1: not looked up yet
         _BYTE_LENGTHS[tokenizer] = table
-    return table
+    lengths = table[tok]                                   # (n_tokens,)
+    unknown = lengths < 0
+    if unknown.any():
+        new = np.unique(tok[unknown])
+        table[new] = np.fromiter(map(len, map(tokenizer.token_bytes, new.tolist())), dtype=np.int64, count=len(new))
+        lengths = table[tok]
+    return lengths
 
 
-def _identity_spans(tokenizer: "Tokenizer", data: bytes, ids: array, offset: int, special_ids: frozenset):
-    """(starts, ends, flags) when the tokens' bytes are exactly the UTF-8 of the inner text."""
+def _identity_spans(tokenizer: "Tokenizer", data: bytes, ids: array, offset: int, special_ids: frozenset,
+                    *, tiled: bool = False):
+    """(starts, ends, flags) when the tokens' bytes are exactly the UTF-8 of the inner text.
+
+    tiled: the spans of `sentencepiece.tile_spans` (llama.cpp tokenizers' `segment`), where the
+    tokens that share a split character each span their whole run, from the first one's start
+    to the last one's end.
+    """
     import numpy as np
 
     tok = np.frombuffer(ids, dtype=np.int32) if len(ids) else np.zeros(0, np.int32)
-    b1 = np.cumsum(_byte_lengths(tokenizer)[tok])        # (n_tokens,) byte end of each token
-    b0 = b1 - _byte_lengths(tokenizer)[tok]
+    lengths = _byte_lengths(tokenizer, tok)               # (n_tokens,)
+    b1 = np.cumsum(lengths)                               # (n_tokens,) byte end of each token
+    b0 = b1 - lengths
     raw = np.frombuffer(data, dtype=np.uint8)
     lead = np.append((raw & 0xC0) != 0x80, True)          # (n_bytes + 1,): byte starts a character
     char_at = np.cumsum(lead) - 1                         # (n_bytes + 1,): character holding byte p
     first = char_at[b0]
     last = np.where(b1 > b0, char_at[np.maximum(b1 - 1, 0)] + 1, first)
     flags = (~lead[b0] | ~lead[b1]).astype(np.uint8)
+    if tiled and len(tok):
+        heads = np.flatnonzero(lead[b0])                  # (runs,) the tokens that start a character
+        run = np.cumsum(lead[b0]) - 1                     # (n_tokens,) the run each token is in
+        first, last = first[heads][run], last[np.append(heads[1:], len(tok)) - 1][run]
     if special_ids:
         flags |= np.isin(tok, np.fromiter(special_ids, dtype=np.int64)).astype(np.uint8) << 1
     starts = np.maximum(first - offset, 0).astype(np.int32)
@@ -555,9 +719,9 @@ def _identity_spans(tokenizer: "Tokenizer", data: bytes, ids: array, offset: int
 
 
 def _region_spans(tokenizer: "Tokenizer", text: str, base: int, ids: list[int], offset: int,
-                  special_ids: frozenset):
+                  special_ids: frozenset, *, tiled: bool = False):
     """(ids, starts, ends, flags) for the tokens of a region starting at inner offset `base`,
-    or None when their bytes are not the region's UTF-8."""
+    or None when their bytes are not the region's UTF-8 (tiled: see `_identity_spans`)."""
     datas = [tokenizer.token_bytes(i) for i in ids]
     encoded = text.encode("utf-8")
     if b"".join(datas) != encoded:
@@ -582,4 +746,17 @@ def _region_spans(tokenizer: "Tokenizer", text: str, base: int, ids: list[int], 
         ends.append(max(base + c1 - offset, 0))
         flags.append(partial | (i in special_ids) << 1)
         b = b1
+    if tiled and char_at is not None:
+        _tile_runs(encoded, datas, starts, ends)
     return ids, starts, ends, flags
+
+
+def _tile_runs(encoded: bytes, datas: list[bytes], starts: list[int], ends: list[int]) -> None:
+    """Give every token of a run sharing split characters the run's whole span (in place)."""
+    head, b = 0, 0
+    for k in range(1, len(datas) + 1):
+        b += len(datas[k - 1])
+        if b >= len(encoded) or encoded[b] & 0xC0 != 0x80:  # token k starts a character: a new run
+            starts[head:k] = [starts[head]] * (k - head)
+            ends[head:k] = [ends[k - 1]] * (k - head)
+            head = k

@@ -461,7 +461,16 @@ class LlamaBPETokenizer(LlamaTokenizer):
         self._missing: frozenset[str] | None = None  # byte symbols the vocabulary lacks
         self._missing_bytes = b""                    # their bytes
         self._lengths = None  # numpy byte length per token, for _inner_spans
+        self._token_bytes: dict[int, bytes] = {}
         self._lock = threading.Lock()
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """What the token prints as, remembered per id (`segment`, `decode_bytes` and the live
+        encoder ask once per token: 8 us each uncached)."""
+        data = self._token_bytes.get(token_id)
+        if data is None:
+            data = self._token_bytes[token_id] = super().token_bytes(token_id)
+        return data
 
     def _normal_bytes(self, token_id: int) -> bytes:
         from forma_gui.core.byte_map import unicode_str_to_bytes
@@ -635,6 +644,32 @@ class LlamaBPETokenizer(LlamaTokenizer):
 
     def merge_steps(self, word: str) -> list[MergeStep]:
         return self.inner.merge_steps(word)
+
+    # ---- words, for core.incremental (edits re-encode the words around them) -------------
+    @property
+    def word_pattern(self) -> regex.Pattern | None:
+        """The pre-tokenizer's regex when its words are exactly that regex's matches on the raw
+        text: one stage, not run on the wide-space rewrite, byte-encoded words; else None."""
+        pre = self.pre
+        if len(pre.patterns) != 1 or pre.wide[0] or not pre.byte_encode:
+            return None
+        return pre.patterns[0]
+
+    def encode_pretoken(self, word: str) -> tuple[int, ...]:
+        """The ids of one word, llama.cpp's when `words_exact(word)` (`_word_spans` encodes
+        such a word the same way: the session runs on each word alone)."""
+        return self.inner.encode_pretoken(word)
+
+    def words_exact(self, text: str) -> bool:
+        """Whether `encode_pretoken` gives llama.cpp's ids for every word of `text`: no byte
+        the vocabulary lacks (llama.cpp keeps it as a barrier) and no lone surrogate."""
+        self.inner  # noqa: B018 - sets _missing_bytes
+        if not text.isascii() and _SURROGATE.search(text):
+            return False
+        if not self._missing_bytes:
+            return True
+        data = text.encode("utf-8")
+        return len(data.translate(None, self._missing_bytes)) == len(data)
 
 
 def _decode_text_lossy(text: str) -> bytes:

@@ -68,6 +68,8 @@ _I_CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 _CPP_CONTRACTIONS = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 _LLAMA3_CPP = _CPP_CONTRACTIONS + _LLAMA3.removeprefix(_I_CONTRACTIONS)
 _QWEN2_CPP = _CPP_CONTRACTIONS + _QWEN2.removeprefix(_I_CONTRACTIONS)
+#: pattern name -> llama.cpp's spelling of it (core.llama_pre's translation of the GGUF regex)
+CPP_PATTERNS: dict[str, str] = {"llama3": _LLAMA3_CPP, "qwen2": _QWEN2_CPP}
 
 #: regex sources for which cutting at "non-space char, then space" is provably exact
 SPACE_SAFE: set[str] = {_GPT2, _CL100K, _O200K, _LLAMA3, _QWEN2, _GPT2_ORIGINAL, _LLAMA3_CPP,
