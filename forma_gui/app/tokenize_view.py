@@ -8,8 +8,9 @@ view exists) the embedding row of the selected token.
 Re-tokenization is debounced. Small inputs are encoded inline (a few ms); large ones go
 to a LatestRunner, so a 1 MB paste never blocks the window and only the newest text's
 result is ever shown. Every encode goes through `TokenizeView._segment`. For byte-level
-BPE that builds an IncrementalEncoder, which then follows the editor edit by edit
-(`_follow_edit`), so a keystroke in a 1 MB document re-encodes only around itself.
+BPE (GGUF ones included, see core.incremental) that builds an IncrementalEncoder, which
+then follows the editor edit by edit (`_follow_edit`), so a keystroke in a 1 MB document
+re-encodes only around itself.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from forma_gui.app.token_store import TokenStore
 from forma_gui.core.slices import release
 from forma_gui.app.workers import LatestRunner, gc_paused, mark_gui_busy
 from forma_gui.core.chunked import encode_steps
-from forma_gui.core.incremental import IncrementalEncoder, supports_edits
+from forma_gui.core.incremental import IncrementalEncoder, local_edits, supports_edits
 
 #: item-data roles as plain ints: data() runs for every visible cell and role, and
 #: comparing against the enum members costs ~1 µs each in PySide6
@@ -510,7 +511,7 @@ class TokenizeView(QWidget):
         A tokenizer that can re-encode edits locally gets an IncrementalEncoder instead,
         which _apply keeps for the edits that follow (see _follow_edit).
         """
-        if supports_edits(tokenizer, self.special):
+        if local_edits(tokenizer, self.special):
             return IncrementalEncoder(tokenizer, text, special=self.special)
         with gc_paused():
             tokens = self._tokenize(text)

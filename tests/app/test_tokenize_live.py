@@ -93,3 +93,23 @@ def test_special_toggle_and_new_tokenizer_start_afresh(qtbot, view, gpt2):
     view.session.set_tokenizer(spm)  # no local re-encoding for SentencePiece: the old path
     qtbot.waitUntil(lambda: view.tokenizer is spm, timeout=10_000)
     assert view._live is None and list(view.tokens.ids) == spm.encode(view.mirror.text, special=True)
+
+
+@pytest.mark.parametrize("name", ["llama-bpe", "qwen2"])
+def test_gguf_bpe_typing_goes_through_the_live_encoder(qtbot, view, name):
+    """llama.cpp's byte-level BPE follows typing too (core.incremental), the first encode of a
+    large document in the worker; Qwen2's user-defined [PAD...] tokens are cut out as typed."""
+    tok = load_tokenizer(data_file("gguf-vocab", f"ggml-vocab-{name}.gguf"))
+    view.session.set_tokenizer(tok)
+    text = LINE * 200  # above INLINE_CHARS: the worker builds the encoder
+    assert len(text) > INLINE_CHARS
+    live = _load(qtbot, view, text)
+    assert live.tokenizer is tok and live.incremental
+    for position, typed in ((len(text) // 2, "x'll 42"), (17, "[PAD151646]"), (len(text) - 3, "")):
+        _move_to(view, position)
+        qtbot.keyClicks(view.editor, typed)
+        qtbot.keyClick(view.editor, Qt.Key.Key_Return)
+        qtbot.keyClick(view.editor, Qt.Key.Key_Backspace)
+        qtbot.waitUntil(lambda: view.text is view.mirror.text, timeout=10_000)
+        _assert_matches_fresh_encode(view, tok)
+    assert view._live is live and live.full_encodes == 0
