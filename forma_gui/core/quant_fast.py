@@ -134,6 +134,83 @@ def _narrow_planes(x: np.ndarray, blocks: np.ndarray, offset: int, width: int) -
     words >>= _word_shifts(runs, planes, run, width)
 
 
+# blocks a per-word pattern covers: ops against a pattern as long as the data run as one flat
+# loop, twice as fast as broadcasting a row (which also pays a call per row)
+_PATTERN_BLOCKS = 512
+
+
+def _copies(blocks: np.ndarray, offset: int, runs: int, run: int, planes: int) -> np.ndarray:
+    """(n, runs, planes, run) uint8: each `run`-byte run of the field at `offset`, once per plane."""
+    n, stride = blocks.shape
+    if run <= 32:   # np.repeat moves items of up to 32 bytes at a fixed size: ~2x copyto
+        field = np.ndarray((n, runs), _item(run), blocks, offset, (stride, run))
+        return np.repeat(field, planes, axis=1).view(np.uint8).reshape(n, runs, planes, run)
+    x = np.empty((n, runs, planes, run), np.uint8)
+    _gather(x, blocks, offset, (stride, run, 0))                        # zero stride: once per plane
+    return x
+
+
+def _plane_pattern(per_plane: tuple[int, ...], runs: int, run: int) -> np.ndarray:
+    """(_PATTERN_BLOCKS * words per block,) uint64: each word of plane p gets per_plane[p]."""
+    words = np.repeat(np.array(per_plane, np.uint64), run // 8)         # (planes * run / 8,)
+    return np.tile(words, runs * _PATTERN_BLOCKS)
+
+
+def _per_word(op: np.ufunc, words: np.ndarray, pattern: np.ndarray) -> None:
+    """words (n, w) op= a per-word pattern (w words per block), in place, in flat loops."""
+    n, w = words.shape
+    for first in range(0, n, _PATTERN_BLOCKS):
+        flat = words[first:first + _PATTERN_BLOCKS].reshape(-1)
+        op(flat, pattern[:flat.size], out=flat)
+
+
+class _Placement(NamedTuple):
+    """How `_placed` moves each plane: per-word left shifts, one right shift, the mask."""
+
+    left: np.ndarray | None       # per-word pattern, None when no word moves left
+    right: np.uint64 | None       # shift of every word, None for none
+    mask: np.uint64 | np.ndarray  # one mask for all words, or a per-word pattern
+
+
+@lru_cache(maxsize=None)
+def _placement(runs: int, run: int, width: int, to: tuple[int, ...]) -> _Placement:
+    """Plane p moves by to[p] - p * width (negative: right): left by that + `right`, then right."""
+    moves = [bit - p * width for p, bit in enumerate(to)]
+    right = max(0, -min(moves))
+    lefts = tuple(move + right for move in moves)
+    masks = tuple((((1 << width) - 1) << bit) * _ONES for bit in to)
+    return _Placement(
+        _plane_pattern(lefts, runs, run) if any(lefts) else None,
+        np.uint64(right) if right else None,
+        np.uint64(masks[0]) if len(set(masks)) == 1 else _plane_pattern(masks, runs, run))
+
+
+def _placed(blocks: np.ndarray, offset: int, runs: int, run: int, width: int,
+            to: tuple[int, ...]) -> np.ndarray:
+    """Unpack like `_planes`, but plane p's values at bits [to[p], to[p] + width), zeros elsewhere.
+
+    -> (n, runs * planes * run) uint8. Placing a value where the next step wants it (above
+    the low bits it is ORed with, or at the sign bit) saves a pass there. numpy's shifts
+    take no signed amounts, so every word goes left by its plane's amount plus `right`,
+    then all go right by `right` (`_placement`). As to[p] + width <= 8, the wanted bits
+    never leave their word's top byte, and the bits that cross between bytes land
+    outside [to[p], to[p] + width), where the mask clears them.
+    """
+    n = blocks.shape[0]
+    plan = _placement(runs, run, width, to)
+    x = _copies(blocks, offset, runs, run, 8 // width)
+    words = x.view(np.uint64).reshape(n, -1)                            # (n, words per block)
+    if plan.left is not None:
+        _per_word(np.left_shift, words, plan.left)
+    if plan.right is not None:
+        words >>= plan.right
+    if plan.mask.ndim:
+        _per_word(np.bitwise_and, words, plan.mask)
+    else:
+        words &= plan.mask
+    return x.reshape(n, -1)
+
+
 def _le_bits(blocks: np.ndarray, offset: int, nbytes: int, to: int) -> np.ndarray:
     """Bit j of the little-endian integer at `offset`, moved to bit `to` -> (n, 8 * nbytes) uint8."""
     packed = _field(blocks, offset, 1, nbytes)
@@ -269,9 +346,19 @@ def _k_scale_min(blocks: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray
 
 
 def _k_min_factors(dtype: str) -> Callable[[np.ndarray], tuple[np.ndarray, ...]]:
-    """Q4_K/Q5_K: (d · scale, dmin · min) per 32-element sub-block, (n, 8) each."""
+    """Q4_K/Q5_K: (d · scale / 2^at, dmin · min) per 32-element sub-block, (n, 8) each.
+
+    The quants come as q · 2^at (`_K_QUANT_AT`: where their planes are placed), so the
+    scale carries 2^-at: the sub-blocks alternate between the two nibble planes.
+    """
+    units = [np.float32(2.0 ** -bit) for bit in _K_QUANT_AT[dtype]]
+
     def factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
         scales, mins = _k_scale_min(blocks, dtype)
+        for plane, unit in enumerate(units):
+            if unit != 1:
+                column = scales.reshape(-1)[plane::len(units)]             # one strided loop
+                column *= unit
         return _f16(blocks, dtype, "d") * scales, _f16(blocks, dtype, "dmin") * mins
     return factors
 
@@ -289,8 +376,13 @@ def _q3_k_factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def _q6_k_factors(blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(d / 4 · scale) per 16-element sub-block, (n, 16): the quants come as 4 (q − 32).
+
+    As for `_K_QUANT_AT`, the power of two changes no bit of the products.
+    """
     scales = _field(blocks, _at("Q6_K", "scales"), 1, 16).view(np.int8).reshape(-1, 16)
-    return (_f16(blocks, "Q6_K", "d") * scales.astype(np.float32),)    # (n, 16)
+    quarter_d = _f16(blocks, "Q6_K", "d") * np.float32(0.25)
+    return (quarter_d * scales.astype(np.float32),)                     # (n, 16)
 
 
 def _k_quant(factors: Callable[[np.ndarray], tuple[np.ndarray, ...]],
@@ -302,20 +394,35 @@ def _k_quant(factors: Callable[[np.ndarray], tuple[np.ndarray, ...]],
     return Kernel(factors, apply)
 
 
+#: bit at which Q4_K/Q5_K quants are placed, per nibble plane: the kernels produce q · 2^at
+#: (Q4_K: high nibbles stay where they are, so its quants need no shift at all; Q5_K: bits
+#: 3-7, so the fifth bits only move left) and the factors carry 2^-at. That changes no bit:
+#: d · scale has at most 17 significant bits and stays far above float32's subnormals, so
+#: (d · scale / 2^at) · (2^at q) is exactly gguf-py's (d · scale) · q, inf, NaN and −0 alike.
+_K_QUANT_AT = {"Q4_K": (0, 4), "Q5_K": (3, 3)}
+
+
 def _q4_k_quants(blocks: np.ndarray) -> np.ndarray:
-    return _planes(blocks, _at("Q4_K", "qs"), 4, 32, 4)                # (n, 256) 0..15
+    return _placed(blocks, _at("Q4_K", "qs"), 4, 32, 4, _K_QUANT_AT["Q4_K"])  # (n, 256) q · 2^at
 
 
 def _q5_k_quants(blocks: np.ndarray) -> np.ndarray:
-    q = _planes(blocks, _at("Q5_K", "qs"), 4, 32, 4)                    # low 4 bits
-    q |= _planes(blocks, _at("Q5_K", "qh"), 1, 32, 1, to=4)             # bit 4
-    return q
+    at = _K_QUANT_AT["Q5_K"][0]
+    q = _placed(blocks, _at("Q5_K", "qs"), 4, 32, 4, (at, at))          # low 4 bits
+    q |= _placed(blocks, _at("Q5_K", "qh"), 1, 32, 1, (at + 4,) * 8)    # fifth bit
+    return q                                                            # (n, 256) 8 q
 
 
 def _q6_k_quants(blocks: np.ndarray) -> np.ndarray:
-    q = _planes(blocks, _at("Q6_K", "ql"), 2, 64, 4)                    # low 4 bits
-    q |= _planes(blocks, _at("Q6_K", "qh"), 2, 32, 2, to=4)             # bits 4-5
-    return q
+    """(n, 256) int8 4 (q − 32): q's six bits at bits 2-7 with the top one flipped.
+
+    Read as int8, bits 2-7 holding q − 32 in six-bit two's complement (q with bit 5
+    flipped) are 4 (q − 32): the sign extension and the subtraction come free.
+    """
+    q = _placed(blocks, _at("Q6_K", "ql"), 2, 64, 4, (2, 2))            # low 4 bits at 2-5
+    q |= _placed(blocks, _at("Q6_K", "qh"), 2, 32, 2, (6,) * 4)         # top 2 bits at 6-7
+    q ^= np.uint8(0x80)
+    return q.view(np.int8)
 
 
 def _q2_k_quants(blocks: np.ndarray) -> np.ndarray:
@@ -376,7 +483,7 @@ KERNELS: dict[str, Kernel] = {
     "Q3_K": _k_quant(_q3_k_factors, _q3_k_quants, 4),
     "Q4_K": _k_quant(_k_min_factors("Q4_K"), _q4_k_quants, 0),
     "Q5_K": _k_quant(_k_min_factors("Q5_K"), _q5_k_quants, 0),
-    "Q6_K": _k_quant(_q6_k_factors, _q6_k_quants, 32),
+    "Q6_K": _k_quant(_q6_k_factors, _q6_k_quants, 0),
     "IQ4_NL": _table_kernel("IQ4_NL", IQ4_KVALUES, 1, _f16_factors("IQ4_NL", "d")),
     "IQ4_XS": _table_kernel("IQ4_XS", IQ4_KVALUES, 8, _iq4_xs_factors),
     "MXFP4": _table_kernel("MXFP4", MXFP4_KVALUES, 1, _mxfp4_factors),

@@ -179,6 +179,15 @@ def test_dequantize_into_any_chunking(chunk_blocks):
     assert result is out and same_bits(out.reshape(-1), gguf_dequantize(raw, "Q4_1"))
 
 
+@pytest.mark.parametrize("dtype", ["Q4_K", "Q5_K", "Q6_K"])
+def test_k_quants_in_chunks_longer_than_one_bit_pattern(dtype):
+    # per-word shift/mask patterns cover 512 blocks: longer chunks apply them piece by piece
+    raw = random_blocks(dtype, 1200, seed=11, finite=False)
+    out = np.empty(1200 * 256, dtype=np.float32)
+    quant.dequantize_into(raw, dtype, out, chunk_blocks=1100)
+    assert same_bits(out, gguf_dequantize(raw, dtype))
+
+
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
 @given(dtype=st.sampled_from(BLOCK_TYPES), n_blocks=st.integers(1, 70),
        chunk_blocks=st.integers(1, 80), seed=st.integers(0, 2**32 - 1))
