@@ -240,8 +240,8 @@ class ByteLevelBPETokenizer(Tokenizer):
     def _merge_rank(self) -> dict[int, int]:
         """Token id -> rank of the first merge that creates it (built on first use)."""
         if self._merge_rank_map is None:
-            ranks, merged = self._merge_columns
-            self._merge_rank_map = dict(zip(reversed(merged), reversed(ranks)))
+            ranks, merged = self._merge_columns  # the first merge making a token goes in last
+            self._merge_rank_map = sliced_dict(merged[::-1], ranks[::-1])
             self._merge_columns = None
         return self._merge_rank_map
 

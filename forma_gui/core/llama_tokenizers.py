@@ -23,7 +23,6 @@ import math
 import re
 import threading
 from itertools import chain
-from operator import methodcaller
 from typing import Any
 
 import regex
@@ -503,15 +502,11 @@ class LlamaBPETokenizer(LlamaTokenizer):
 
     def token_score(self, token_id: int) -> float | None:
         """The vocabulary's score if it has scores, else the rank of the first merge that
-        makes the token (None for bytes and special tokens)."""
+        makes the token (None for bytes and special tokens), from the merge ids the encoder
+        already holds."""
         if self.vocab.scores is not None:
             return self.vocab.score(token_id)
-        ranks = getattr(self, "_made_by", None)
-        if ranks is None:  # in slices: one pass over 262k merges would hold the GIL ~250 ms
-            made = sliced_map(methodcaller("replace", " ", "", 1), self.merges)
-            made.reverse()  # the first merge making a token wins: it goes in last
-            ranks = self._made_by = sliced_dict(made, range(len(made) - 1, -1, -1))
-        return ranks.get(self.vocab.tokens[token_id])
+        return self.inner.token_score(token_id)
 
     def _rank_table(self) -> dict[str, int]:
         """"left right" -> rank; the first listing wins, as std::unordered_map::emplace."""
