@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import regex
 
 from forma_gui.core import patterns as pats
+from forma_gui.core.segment import token_lengths
 from forma_gui.core.tokenizer import Token
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,8 +119,6 @@ CUT_WINDOW = 64
 _SURROGATE = regex.compile("[\ud800-\udfff]")
 _ASCII = regex.compile("[\x00-\x7f]")
 _ASCII_BACKWARD = regex.compile("[\x00-\x7f]", regex.REVERSE)
-#: token byte length per id, per tokenizer (built once, for vectorized spans)
-_BYTE_LENGTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: the _Plan per llama.cpp tokenizer and mode (its overlap check is not free)
 _LLAMA_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -669,24 +668,6 @@ def _shift(column: array, start: int, delta: int) -> None:
         del view
 
 
-def _byte_lengths(tokenizer: "Tokenizer", tok):
-    """len(token_bytes(id)) for each id of the int array `tok`, from a per-tokenizer table filled
-    as ids turn up (all 128k of a GGUF vocabulary at once would take ~0.4 s)."""
-    import numpy as np
-
-    table = _BYTE_LENGTHS.get(tokenizer)
-    if table is None or len(table) != tokenizer.vocab_size:
-        table = np.full(tokenizer.vocab_size, -1, dtype=np.int64)  # -1: not looked up yet
-        _BYTE_LENGTHS[tokenizer] = table
-    lengths = table[tok]                                   # (n_tokens,)
-    unknown = lengths < 0
-    if unknown.any():
-        new = np.unique(tok[unknown])
-        table[new] = np.fromiter(map(len, map(tokenizer.token_bytes, new.tolist())), dtype=np.int64, count=len(new))
-        lengths = table[tok]
-    return lengths
-
-
 def _identity_spans(tokenizer: "Tokenizer", data: bytes, ids: array, offset: int, special_ids: frozenset,
                     *, tiled: bool = False):
     """(starts, ends, flags) when the tokens' bytes are exactly the UTF-8 of the inner text.
@@ -698,7 +679,7 @@ def _identity_spans(tokenizer: "Tokenizer", data: bytes, ids: array, offset: int
     import numpy as np
 
     tok = np.frombuffer(ids, dtype=np.int32) if len(ids) else np.zeros(0, np.int32)
-    lengths = _byte_lengths(tokenizer, tok)               # (n_tokens,)
+    lengths = token_lengths(tokenizer, tok)               # (n_tokens,)
     b1 = np.cumsum(lengths)                               # (n_tokens,) byte end of each token
     b0 = b1 - lengths
     raw = np.frombuffer(data, dtype=np.uint8)

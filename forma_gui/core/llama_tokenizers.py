@@ -22,8 +22,10 @@ from __future__ import annotations
 import math
 import re
 import threading
+from array import array
 from itertools import chain
-from typing import Any
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import regex
 
@@ -33,7 +35,7 @@ from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFI
                                         LlamaTokenizer, LlamaVocab, char_spans)
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, f32,
                                           merge_adjacent, merge_by_score)
-from forma_gui.core.slices import sliced_dict, sliced_map
+from forma_gui.core.slices import pause, sliced_dict, sliced_map
 from forma_gui.core.tokenizer import MergeStep
 
 
@@ -70,7 +72,7 @@ class LlamaSPMTokenizer(LlamaTokenizer):
     def __init__(self, vocab: LlamaVocab, *, name: str = "", path: str | None = None) -> None:
         super().__init__(vocab, name=name, path=path)
         self._word_tables: dict | None = None
-        self._word_cache: dict[str, tuple[tuple[int, int, int], ...]] = {}
+        self._word_cache: dict[str, WordTokens] = {}
         self._token_bytes: dict[int, bytes] = {}
         self._lock = threading.Lock()
 
@@ -110,9 +112,9 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         escaped, prefix = self._escaped(text, start, end, after_special)
         out: list[tuple[int, int, int]] = []
         base = start - prefix  # escaped position -> text position
-        for word in _SPM_WORD.findall(escaped):
-            spans = self._word_cache.get(word) or self._encode_word(word, tables)
-            out += [(t, base + b, base + e) for t, b, e in spans]
+        for word in _split_words(escaped):
+            ids, starts, ends, _ = self._word_cache.get(word) or self._encode_word(word, tables)
+            out += [(t, base + b, base + e) for t, b, e in zip(ids, starts, ends)]
             base += len(word)
         if prefix:  # the prepended ▁ has no character: its spans start (or end) at `start`
             k = 0
@@ -130,10 +132,46 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         escaped, _ = self._escaped(text, start, end, after_special)
         ids: list[int] = []
         cache = self._word_cache
-        for word in _SPM_WORD.findall(escaped):
-            spans = cache.get(word) or self._encode_word(word, tables)
-            ids += [t for t, _, _ in spans]
+        for word in _split_words(escaped):
+            ids += (cache.get(word) or self._encode_word(word, tables))[0]
         return ids
+
+    def _fragment_columns(self, text: str, start: int, end: int, after_special: bool):
+        """`_fragment_spans` as (ids, starts, ends) arrays, from each word's packed columns
+        (`WordTokens.packed`) joined as bytes: no Python work per token.
+
+        The words tile the escaped fragment, so a token's end is the fragment's base plus
+        the sum of the advances up to it, and its start that end minus its width (its
+        advance, or one character for a byte-fallback token after the first of its
+        character), clamped to `start` as `_fragment_spans` clamps the prepended ``▁``.
+        """
+        tables = self._words()
+        if tables is None:
+            return super()._fragment_columns(text, start, end, after_special)
+        import numpy as np
+
+        escaped, prefix = self._escaped(text, start, end, after_special)
+        words = _split_words(escaped)
+        packed = []
+        for lo in range(0, len(words), WORDS_PER_PASS):  # C-speed passes, the GIL free between
+            pause()
+            entries = self._word_entries(words[lo:lo + WORDS_PER_PASS], tables)
+            if not all(map(_PACKED, entries)):  # a word with a character no token covers
+                return super()._fragment_columns(text, start, end, after_special)
+            packed.append(b"".join(map(_PACKED, entries)))
+        pairs = np.frombuffer(b"".join(packed), dtype=np.int32).reshape(-1, 2)  # (tokens, 2)
+        advance = pairs[:, 1].astype(np.int64)
+        ends = np.cumsum(advance) + (start - prefix)
+        starts = ends - np.maximum(advance, 1)
+        return pairs[:, 0], np.maximum(starts, start), np.maximum(ends, start)
+
+    def _word_entries(self, words: list[str], tables: dict) -> list[WordTokens]:
+        """The cached WordTokens of each word, merging the words not cached yet."""
+        entries = list(map(self._word_cache.get, words))
+        if None in entries:
+            for k in [k for k, e in enumerate(entries) if e is None]:
+                entries[k] = self._encode_word(words[k], tables)
+        return entries
 
     def _words(self) -> dict | None:
         """{token text: score} when the vocabulary lets fragments be cut into words (no
@@ -155,19 +193,21 @@ class LlamaSPMTokenizer(LlamaTokenizer):
             return {}
         return {"score": dict(zip(texts, [scores[i] for i in ids.values()]))}
 
-    def _encode_word(self, word: str, tables: dict) -> tuple[tuple[int, int, int], ...]:
-        """A word's (token, start, end) in ``word`` characters, merged and cached."""
+    def _encode_word(self, word: str, tables: dict) -> WordTokens:
+        """A word's tokens as (ids, starts, ends) in ``word`` characters, merged and cached."""
         if len(word) <= SHORT_WORD:
             final = merge_adjacent(list(word), tables["score"], -math.inf)
         else:
             ids, scores = self.vocab.token_to_id, self._score_table()
             final, _ = merge_by_score(list(word), lambda a, b: _score(ids, scores, a + b))
-        spans = tuple(self._symbol_spans(final, 0, 0))
+        spans = self._symbol_spans(final, 0, 0)
+        columns = WordTokens(*map(tuple, zip(*spans)), _pack(spans, len(word))) if spans else \
+            WordTokens((), (), (), b"")
         cache = self._word_cache
         if len(cache) >= self.WORD_CACHE_LIMIT:
             cache.clear()
-        cache[word] = spans
-        return spans
+        cache[word] = columns
+        return columns
 
     def _symbol_spans(self, final: list[str], base: int,
                       prefix: int) -> list[tuple[int, int, int]]:
@@ -197,8 +237,65 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         return self._symbol_spans(final, start, prefix)
 
 
+class WordTokens(NamedTuple):
+    """One SPM word's tokens as columns, positions in the word's characters (cached per word).
+
+    `packed`: (id, advance) per token as native int32 pairs, where the advances sum up to
+    each token's end; b"" when the spans are not that simple (a character no token covers).
+    """
+
+    ids: tuple[int, ...]
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    packed: bytes
+
+
+def _pack(spans: list[tuple[int, int, int]], length: int) -> bytes:
+    """`WordTokens.packed` of a word's (id, start, end) spans, b"" unless they cover its
+    `length` characters in order, each token starting where the one before ends except the
+    second and later byte-fallback tokens of one character, which share its span."""
+    pairs = array("i")
+    prev = (0, 0)
+    for token, b, e in spans:
+        if b == prev[1] and e > b:
+            pairs += array("i", (token, e - b))
+        elif (b, e) == prev and e - b == 1:
+            pairs += array("i", (token, 0))
+        else:
+            return b""
+        prev = (b, e)
+    return pairs.tobytes() if prev[1] == length and length > 0 else b""
+
+
 #: a word of the SPM session: spaces, then what follows up to the next space
 _SPM_WORD = re.compile(f"{SPACE}+[^{SPACE}]*|[^{SPACE}]+")
+#: where a word starts after another character: a ▁ after a character that is not one
+_SPM_WORD_START = re.compile(f"[^{SPACE}]{SPACE}")
+#: characters handed to one findall: a 1 MB fragment's findall held the GIL ~20 ms
+WORD_SLICE = 1 << 16
+
+
+#: words per C-speed pass when joining their cached columns
+WORDS_PER_PASS = 1 << 14
+_PACKED = attrgetter("packed")
+
+
+def _split_words(escaped: str) -> list[str]:
+    """``_SPM_WORD.findall(escaped)``, cut before a ``▁`` that follows another character
+    every `WORD_SLICE` or so characters: every match ends there, so the slices' matches are
+    the whole string's (the GIL is free in between)."""
+    words: list[str] = []
+    lo = 0
+    while len(escaped) - lo > WORD_SLICE:
+        m = _SPM_WORD_START.search(escaped, lo + WORD_SLICE)
+        if m is None:
+            break
+        pause()
+        words += _SPM_WORD.findall(escaped, lo, m.start() + 1)
+        lo = m.start() + 1
+    pause()
+    words += _SPM_WORD.findall(escaped, lo)
+    return words
 #: a token text with ▁ after another character could merge across a word start
 _SPM_SEAM = re.compile(f"[^{SPACE}\0]{SPACE}")
 
@@ -682,5 +779,5 @@ def _decode_text_lossy(text: str) -> bytes:
     return bytes(out)
 
 
-__all__ = ["LlamaBPETokenizer", "LlamaSPMTokenizer", "LlamaUGMTokenizer", "byte_token",
-           "llama_bpe_word"]
+__all__ = ["LlamaBPETokenizer", "LlamaSPMTokenizer", "LlamaUGMTokenizer", "WordTokens",
+           "byte_token", "llama_bpe_word"]

@@ -18,10 +18,12 @@ input in every case, and the function never raises on a mismatch.
 from __future__ import annotations
 
 import gc
+import weakref
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 from forma_gui.core.tokenizer import Token
 
@@ -34,6 +36,8 @@ RESYNC_BYTES = 128
 #: bytes that must agree after a resynchronisation point
 RESYNC_CONFIRM = 8
 _REPLACEMENT = "\ufffd".encode()
+#: token byte length per id, per tokenizer (built as ids turn up, for vectorized spans)
+_BYTE_LENGTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def align_tokens(tokenizer: "Tokenizer", text: str, ids: Sequence[int]) -> list[Token]:
@@ -54,6 +58,56 @@ def align_tokens(tokenizer: "Tokenizer", text: str, ids: Sequence[int]) -> list[
     finally:
         if paused:
             gc.enable()
+
+
+class Columns(NamedTuple):
+    """A segmentation as the GUI's TokenStore holds it: one entry per token."""
+
+    ids: array        # "i"
+    starts: array     # "i", character offsets
+    ends: array       # "i"
+    flags: bytearray  # 1: partial, 2: special
+    nbytes: int       # the tokens' bytes, all together
+
+
+def segment_columns(tokenizer: "Tokenizer", text: str, special: bool = False) -> Columns | None:
+    """``tokenizer.segment(text, special=special)`` as Columns, token for token, when the
+    tokenizer computes them without a Token object per token (a ``segment_columns`` method,
+    llama.cpp's tokenizers); else None."""
+    columns = getattr(tokenizer, "segment_columns", None)
+    found = columns(text, special=special) if columns is not None else None
+    if found is None:
+        return None
+    ids, starts, ends, flags = found
+    nbytes = int(token_lengths(tokenizer, ids).sum()) if len(ids) else 0
+    return Columns(_int_array(ids), _int_array(starts), _int_array(ends),
+                   bytearray(flags.tobytes()), nbytes)
+
+
+def _int_array(column) -> array:
+    """A numpy int32 column as an array("i") (a copy of its bytes)."""
+    out = array("i")
+    out.frombytes(column.astype("int32", copy=False).tobytes())
+    return out
+
+
+def token_lengths(tokenizer: "Tokenizer", tok):
+    """len(token_bytes(id)) for each id of the int array `tok`, from a per-tokenizer table filled
+    as ids turn up (all 128k of a GGUF vocabulary at once would take ~0.4 s)."""
+    import numpy as np
+
+    table = _BYTE_LENGTHS.get(tokenizer)
+    if table is None or len(table) != tokenizer.vocab_size:
+        table = np.full(tokenizer.vocab_size, -1, dtype=np.int64)  # -1: not looked up yet
+        _BYTE_LENGTHS[tokenizer] = table
+    lengths = table[tok]                                   # (n_tokens,)
+    unknown = lengths < 0
+    if unknown.any():
+        new = np.unique(tok[unknown])
+        lengths_of_new = map(len, map(tokenizer.token_bytes, new.tolist()))
+        table[new] = np.fromiter(lengths_of_new, dtype=np.int64, count=len(new))
+        lengths = table[tok]
+    return lengths
 
 
 def _spans(text: str, data: bytes, starts: list[int], ends: list[int]) -> list[tuple[int, int, bool]]:

@@ -595,6 +595,36 @@ def tile_spans(spans: Sequence[tuple[int, int]], n_chars: int) -> list[tuple[int
     return list(zip([0] + ends[:-1], ends[:-1] + [n_chars], repeat(False)))
 
 
+def tile_columns(starts, ends, n_chars: int):
+    """`tile_spans` over numpy columns: (starts, ends, partial) arrays, or None when some end
+    is below the one before it (then clusters can hold gaps: `tile_spans_reference` decides).
+
+    With ends in order, a cluster's end is its last token's, so token k opens a new cluster
+    iff it starts at or after token k - 1's end.
+
+    >>> [a.tolist() for a in tile_columns([2, 3, 3, 4], [3, 4, 4, 4], 6)]
+    [[0, 3, 3, 4], [3, 4, 4, 6], [False, True, True, False]]
+    """
+    import numpy as np
+
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    if len(ends) and (ends[1:] < ends[:-1]).any():
+        return None
+    if not len(ends):
+        return starts, ends, np.zeros(0, dtype=bool)
+    opens = np.empty(len(ends), dtype=bool)                 # (tokens,) token k opens a cluster
+    opens[0] = True
+    np.greater_equal(starts[1:], ends[:-1], out=opens[1:])
+    heads = np.flatnonzero(opens)                           # (clusters,) first token of each
+    cluster = np.cumsum(opens) - 1                          # (tokens,) the cluster of each token
+    last = np.append(heads[1:], len(ends)) - 1              # (clusters,) last token of each
+    cluster_end = ends[last]
+    cluster_end[-1] = n_chars                               # text after the last cluster joins it
+    cluster_start = np.concatenate(([0], cluster_end[:-1]))
+    partial = (last > heads)[cluster]
+    return cluster_start[cluster], cluster_end[cluster], partial
+
+
 def tile_spans_reference(spans: Sequence[tuple[int, int]],
                          n_chars: int) -> list[tuple[int, int, bool]]:
     """`tile_spans` cluster by cluster (the reference for its shortcut)."""

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from forma_gui.bench.tokenizer_load import LLAMA_ATTR_TO_PIECE_TYPE
 from forma_gui.core.llama_tokenizers import LlamaSPMTokenizer
-from forma_gui.core.llama_vocab import LlamaVocab
+from forma_gui.core.llama_vocab import LlamaTokenizer, LlamaVocab
 from forma_gui.formats.gguf_tokenizer import load_gguf_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
 from tests.formats.test_gguf_tokenizer import read_vectors
@@ -156,3 +156,68 @@ def test_long_words_use_the_heap():
     tok = _vocab(SMALL, [-float(i % 4) for i in range(len(SMALL))])
     text = "ab" * 200 + " " + "ba" * 150 + "  " + "a" * 99
     assert tok._spans(text, False, False) == reference(tok)._spans(text, False, False)
+
+
+# ---- segment_columns: segment() as numpy columns, without Token objects --------------------
+
+def assert_columns_equal_segment(tok, text: str, special: bool) -> None:
+    """Ids, starts, ends, partial and special flags, token by token."""
+    ids, starts, ends, flags = tok.segment_columns(text, special=special)
+    want = tok.segment(text, special=special)
+    assert ids.tolist() == [t.id for t in want]
+    assert starts.tolist() == [t.start for t in want]
+    assert ends.tolist() == [t.end for t in want]
+    assert flags.tolist() == [t.partial | t.special << 1 for t in want]
+
+
+def _no_generic_columns(monkeypatch):
+    """Make the per-token fallback (`LlamaTokenizer._fragment_columns`) fail if it is used."""
+    def fail(*_args):
+        raise AssertionError("the fallback path was taken")
+
+    monkeypatch.setattr(LlamaTokenizer, "_fragment_columns", fail)
+
+
+@given(_texts(ALPHABET + ["  x", "\n ", " 😀 ", "👍🏽\n"], 60)
+       | st.text(st.characters(exclude_categories=("Cs",))), st.booleans())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_columns_equal_segment(llama, llama_ref, text, special):
+    assert_columns_equal_segment(llama, text, special)
+    assert_columns_equal_segment(llama_ref, text, special)  # the per-token fallback
+
+
+@given(_texts(ALPHABET + [" <s> ", "</s>\n", "<unk>"], 40), st.booleans())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_columns_equal_segment_after_special_tokens_with_the_space_prefix(llama, text, special):
+    """Every fragment after a special token gets its own ▁ (clamped to a zero-width start)."""
+    assert llama.vocab.flags.get("add_space_prefix")
+    assert_columns_equal_segment(llama, "<s>" + text + "</s>" + text, special)
+
+
+def test_columns_take_the_word_path_for_ordinary_text(llama, monkeypatch):
+    text = data_file("sentencepiece", "botchan.txt").read_text(encoding="utf-8")[:20000]
+    text += " naïve 東京 😀👍🏽\n\n  leading spaces\t<0x0A> <s> ▁x"
+    want = llama.segment(text, special=True)
+    _no_generic_columns(monkeypatch)
+    ids, starts, ends, flags = llama.segment_columns(text, special=True)
+    assert ids.tolist() == [t.id for t in want]
+    assert (starts.tolist(), ends.tolist()) == ([t.start for t in want], [t.end for t in want])
+    assert flags.tolist() == [t.partial | t.special << 1 for t in want]
+    assert any(t.partial for t in want) and any(t.special for t in want)
+
+
+def test_columns_of_the_empty_text(llama):
+    assert [c.tolist() for c in llama.segment_columns("", special=True)] == [[], [], [], []]
+
+
+@given(_texts(["a", "b", " ", "  ", "c", "é", "😀", "<unk>"], 30), st.booleans())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_columns_of_small_vocabularies(text, special):
+    """Without ▁ (the prefix falls back to three byte tokens clamped to zero width), and
+    without byte tokens or unk (characters no token covers: the per-token fallback)."""
+    no_space = _vocab([t for t in SMALL if SPACE not in t], [-1.0] * 9)
+    assert_columns_equal_segment(no_space, text, special)
+    bare = LlamaSPMTokenizer(LlamaVocab(["a", "b", SPACE, "ab", SPACE + "a"], [4] * 5,
+                                        [0, 0, 0, -1, -1], specials={},
+                                        flags={"add_space_prefix": True}))
+    assert_columns_equal_segment(bare, text, special)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from forma_gui.core.segment import align_tokens
+from forma_gui.core.segment import align_tokens, segment_columns
 from forma_gui.core.tokenizer import Tokenizer
 from forma_gui.formats.loader import load_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
@@ -145,3 +145,34 @@ def test_general_alignment_tiles(text, prefix):
 def test_align_tokens_directly(gpt2):
     ids = gpt2.encode("abc def")
     assert [(t.start, t.end) for t in align_tokens(gpt2, "abc def", ids)] == [(0, 3), (3, 7)]
+
+
+# ---- segment_columns: segment() as the GUI's columns -------------------------------------------
+
+GGUF_ALPHABET = list("ab Zz  \n\t.,'0123") + [
+    "é", "東京", "😀", "👍🏽", "▁", "<s>", "</s>", "[CLS]", "<|endoftext|>", "<0x0A>", "  x", "don't"]
+
+
+@pytest.fixture(scope="module")
+def ggufs():
+    return [load_tokenizer(data_file("gguf-vocab", f"ggml-vocab-{name}.gguf"))
+            for name in ("llama-spm", "llama-bpe", "bert-bge")]
+
+
+def test_columns_are_none_without_a_columns_path(gpt2):
+    assert segment_columns(gpt2, "hello world") is None
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(text=st.lists(st.sampled_from(GGUF_ALPHABET), max_size=30).map("".join) | TEXT,
+       special=st.booleans())
+def test_columns_equal_segment_for_gguf_tokenizers(ggufs, text, special):
+    """Every llama.cpp family (SPM's word path, the others through their spans), token by token."""
+    for tok in ggufs:
+        columns = segment_columns(tok, text, special)
+        want = tok.segment(text, special=special)
+        assert list(columns.ids) == [t.id for t in want]
+        assert list(columns.starts) == [t.start for t in want]
+        assert list(columns.ends) == [t.end for t in want]
+        assert list(columns.flags) == [t.partial | t.special << 1 for t in want]
+        assert columns.nbytes == sum(len(t.data) for t in want)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from sentencepiece import sentencepiece_model_pb2 as pb
 
 from forma_gui.core.sentencepiece import (Normalizer, SentencePieceTokenizer,
-                                          decode_utf8_per_byte, float_priority, tile_spans,
-                                          tile_spans_reference)
+                                          decode_utf8_per_byte, float_priority, tile_columns,
+                                          tile_spans, tile_spans_reference)
 from forma_gui.formats.sentencepiece_model import load_sentencepiece
 from tests.conftest import MAX_EXAMPLES, data_file
 
@@ -280,6 +280,22 @@ def test_tile_spans_shortcut_equals_clusters(steps, tail):
         spans.append((start, start + width))
         pos = max(pos, start + width)
     assert tile_spans(spans, pos + tail) == tile_spans_reference(spans, pos + tail)
+
+
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4))), st.integers(0, 3))
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_tile_columns_equal_clusters(steps, tail):
+    """The numpy tiling: the reference's spans and flags while no end goes back, else None."""
+    spans, pos = [], 0
+    for back, width in steps:
+        start = max(0, pos - back % 3) if back > 9 else pos + back % 2
+        spans.append((start, start + width))
+        pos = max(pos, start + width)
+    tiled = tile_columns([s for s, _ in spans], [e for _, e in spans], pos + tail)
+    if any(e1 < e0 for (_, e0), (_, e1) in zip(spans, spans[1:])):
+        assert tiled is None
+    else:
+        assert list(zip(*(c.tolist() for c in tiled))) == tile_spans_reference(spans, pos + tail)
 
 
 def test_float_priority_orders_like_the_cpp_comparator():
