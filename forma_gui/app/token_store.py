@@ -49,12 +49,14 @@ class TokenStore(Sequence):
 
     @classmethod
     def from_columns(cls, tokenizer, ids: array, starts: array, ends: array, flags: bytearray,
-                     nbytes: int) -> "TokenStore":
+                     nbytes: int, *, copy: bool = True) -> "TokenStore":
         """A store over copies of ready-made columns (an IncrementalEncoder's), every token
-        spelled as the vocabulary spells it."""
+        spelled as the vocabulary spells it; copy=False takes columns no one else holds."""
         store = cls(tokenizer)
-        store.ids, store.starts, store.ends = _copy(ids), _copy(starts), _copy(ends)
-        store.flags, store.nbytes = _copy(flags), nbytes
+        if copy:
+            ids, starts, ends, flags = _copy(ids), _copy(starts), _copy(ends), _copy(flags)
+        store.ids, store.starts, store.ends, store.flags = ids, starts, ends, flags
+        store.nbytes = nbytes
         return store
 
     def _extend(self, tokens: list[Token], offset: int) -> None:

@@ -10,7 +10,8 @@ to a LatestRunner, so a 1 MB paste never blocks the window and only the newest t
 result is ever shown. Every encode goes through `TokenizeView._segment`. For byte-level
 BPE (GGUF ones included, see core.incremental) that builds an IncrementalEncoder, which
 then follows the editor edit by edit (`_follow_edit`), so a keystroke in a 1 MB document
-re-encodes only around itself.
+re-encodes only around itself. Other GGUF vocabularies (SPM, WordPiece, unigram) re-segment
+the whole text in the worker, as columns (core.segment.segment_columns), not Token objects.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from forma_gui.core.slices import release
 from forma_gui.app.workers import LatestRunner, gc_paused, mark_gui_busy
 from forma_gui.core.chunked import encode_steps
 from forma_gui.core.incremental import IncrementalEncoder, local_edits, supports_edits
+from forma_gui.core.segment import segment_columns
 
 #: item-data roles as plain ints: data() runs for every visible cell and role, and
 #: comparing against the enum members costs ~1 µs each in PySide6
@@ -509,10 +511,16 @@ class TokenizeView(QWidget):
         """_tokenize, packed into arrays; the GC is paused while the Token objects exist.
 
         A tokenizer that can re-encode edits locally gets an IncrementalEncoder instead,
-        which _apply keeps for the edits that follow (see _follow_edit).
+        which _apply keeps for the edits that follow (see _follow_edit). One that computes
+        segment()'s columns itself (llama.cpp's: core.segment.segment_columns) fills the
+        store without a Token object per token: a 1 MB document with a Llama-2 GGUF
+        re-segments in ~0.15 s instead of ~1.5 s, after every keystroke.
         """
         if local_edits(tokenizer, self.special):
             return IncrementalEncoder(tokenizer, text, special=self.special)
+        columns = segment_columns(tokenizer, text, self.special)
+        if columns is not None:
+            return TokenStore.from_columns(tokenizer, *columns, copy=False)
         with gc_paused():
             tokens = self._tokenize(text)
             store = TokenStore.from_tokens(tokens, tokenizer)

@@ -113,3 +113,35 @@ def test_gguf_bpe_typing_goes_through_the_live_encoder(qtbot, view, name):
         qtbot.waitUntil(lambda: view.text is view.mirror.text, timeout=10_000)
         _assert_matches_fresh_encode(view, tok)
     assert view._live is live and live.full_encodes == 0
+
+
+def test_gguf_spm_typing_re_segments_through_columns(qtbot, view, monkeypatch):
+    """A Llama-2-style GGUF has no live encoder: each edit re-segments the whole text in the
+    worker, from segment()'s columns (core.segment.segment_columns), never Token objects;
+    the view always equals segment() of the editor's text, token by token."""
+    tok = load_tokenizer(data_file("gguf-vocab", "ggml-vocab-llama-spm.gguf"))
+    calls, segment = [], type(tok).segment
+    monkeypatch.setattr(tok, "segment", lambda *a, **k: calls.append(a) or segment(tok, *a, **k))
+    view.session.set_tokenizer(tok)
+    text = LINE * 200  # above INLINE_CHARS: the worker segments it
+    view.editor.setPlainText(text)
+    qtbot.waitUntil(lambda: view.text == text and view.tokenizer is tok, timeout=60_000)
+    middle, end = len(text) // 2, len(text) - 3
+    edits = ((False, middle, " <s>x'll 42"), (True, 0, "  x"), (False, end, "</s>"))
+    for special, position, typed in edits:
+        if special != view.special:
+            view.special_box.setChecked(special)
+        _move_to(view, position)
+        qtbot.keyClicks(view.editor, typed)
+        qtbot.keyClick(view.editor, Qt.Key.Key_Return)
+        qtbot.keyClick(view.editor, Qt.Key.Key_Backspace)
+        qtbot.waitUntil(lambda: view.text is view.mirror.text, timeout=20_000)
+        want = segment(tok, view.text, special=special)
+        got = view.tokens
+        assert list(got.ids) == [t.id for t in want]
+        assert list(got.starts) == [t.start for t in want]
+        assert list(got.ends) == [t.end for t in want]
+        assert list(got.flags) == [t.partial | t.special << 1 for t in want]
+        assert got.nbytes == sum(len(t.data) for t in want)
+        assert got[5] == want[5]
+    assert view._live is None and not calls  # no live encoder, and segment() never ran
