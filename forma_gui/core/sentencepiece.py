@@ -28,11 +28,12 @@ import heapq
 import re
 import struct
 from array import array
-from itertools import accumulate, repeat
+from itertools import accumulate, chain, repeat
 from operator import ge, itemgetter
-from typing import Callable, Hashable, Iterable, Sequence
+from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from forma_gui.core.charsmap import CharsMap
+from forma_gui.core.slices import pause, sliced_array
 from forma_gui.core.tokenizer import AddedToken, MergeStep, Token, Tokenizer
 
 SPACE = "\u2581"                     # ▁ LOWER ONE EIGHTH BLOCK, the whitespace meta symbol
@@ -369,6 +370,33 @@ _WORD_SEAM = re.compile(rb"[^\x81]\xe2\x96\x81|[^\x96]\x81\xe2\x96\x81|[^\xe2]\x
 _ANY_BYTE = re.compile(rb".", re.S)
 #: cut before a ▁ that follows anything but another ▁
 _WORD_CUT = re.compile(rb"(?<!\xe2\x96\x81)(?<=.)(?=\xe2\x96\x81)", re.S)
+
+
+#: bytes of normalized text per `_WORD_CUT.split` (a 1 MB split held the GIL ~50 ms)
+WORD_SLICE = 1 << 16
+
+
+def split_at_word_starts(normalized: bytes) -> list[bytes]:
+    """``_WORD_CUT.split(normalized)``, one slice of about `WORD_SLICE` bytes at a time, each
+    ending at a cut: a slice then starts with a ``▁`` after a non-``▁``, where the whole
+    string is cut too, and within it the same places are cuts (their look-behind reaches
+    no further back than that ``▁``), so the slices' words are the whole string's.
+
+    >>> split_at_word_starts("▁a▁▁b▁c".encode()) == _WORD_CUT.split("▁a▁▁b▁c".encode())
+    True
+    """
+    words: list[bytes] = []
+    lo = 0
+    while len(normalized) - lo > WORD_SLICE:
+        cut = _WORD_CUT.search(normalized, lo + WORD_SLICE)
+        if cut is None:
+            break
+        pause()
+        words += _WORD_CUT.split(normalized[lo:cut.start()])
+        lo = cut.start()
+    pause()
+    words += _WORD_CUT.split(normalized[lo:] if lo else normalized)
+    return words
 
 
 def viterbi(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float], unk_id: int,
@@ -796,7 +824,15 @@ class SentencePieceTokenizer(Tokenizer):
             self._tables["chunk_cache"].clear()
 
     def _encode_ordinary(self, text: str) -> list[int]:
-        return [token_id for token_id, _, _ in self._encode_spans(text)]
+        """The ids of `_encode_spans`, without the spans when no piece needs populating."""
+        normalized, n2o = self.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
+        if not normalized:
+            return []
+        result = self.encode_normalized(normalized)
+        ids = list(map(itemgetter(0), result))
+        if self.tables()["special_ids"].isdisjoint(ids):
+            return ids
+        return [token_id for token_id, _, _ in self._populate(normalized, n2o, result)]
 
     def _encode_spans(self, text: str) -> list[tuple[int, int, int]]:
         """(id, original byte start, original byte end) per token."""
@@ -839,7 +875,12 @@ class SentencePieceTokenizer(Tokenizer):
         if special.isdisjoint(ids):
             return list(zip(ids, bounds, bounds[1:]))
         if self.byte_fallback and tables["control_ids"].isdisjoint(ids):
-            return self._populate_bytes(normalized, ids, offsets, bounds, tables)
+            import numpy as np
+
+            columns = self._populate_columns(normalized, np.array(ids, dtype=np.int64),
+                                             np.array(offsets, dtype=np.int64),
+                                             np.array(bounds, dtype=np.int64))
+            return list(zip(*(c.tolist() for c in columns)))
         out: list[tuple[int, int, int]] = []
         done, prev_unk = 0, False
         for k in [k for k, i in enumerate(ids) if i in special]:
@@ -852,26 +893,37 @@ class SentencePieceTokenizer(Tokenizer):
         out += zip(ids[done:], bounds[done:-1], bounds[done + 1:])
         return out
 
-    def _populate_bytes(self, normalized: bytes, ids: Sequence[int], offsets: list[int],
-                        bounds: list[int], tables: dict) -> list[tuple[int, int, int]]:
-        """`_populate` with byte fallback and no control piece, in numpy: every unknown
-        piece becomes one byte piece per byte, each spanning the unknown piece."""
+    def _populate_columns(self, normalized: bytes, token, off, bounds):
+        """`_populate` in numpy, every case: (ids, begins, ends) int64 arrays from the model's
+        ids `token` (n,), their byte offsets `off` in `normalized` (n + 1,) and the original
+        byte offsets `bounds` of those (n + 1,). A control piece spans nothing; an unknown
+        piece becomes one byte piece per byte, each spanning it (byte fallback), else a run
+        of unknown pieces becomes its first, spanning the run."""
         import numpy as np
 
-        token = np.array(ids, dtype=np.int64)                          # (n,)
-        unk = np.isin(token, tables["unknown_ids"])
-        off = np.array(offsets, dtype=np.int64)                         # (n + 1,)
-        counts = np.where(unk, off[1:] - off[:-1], 1)
-        rep = np.repeat(np.arange(len(token)), counts)                  # (out,) source token
-        first = np.cumsum(counts) - counts                              # (n,) its first output
-        out_ids = token[rep]
-        hit = unk[rep]
-        if hit.any():
-            at = off[rep[hit]] + np.flatnonzero(hit) - first[rep[hit]]  # byte in `normalized`
-            raw = np.frombuffer(normalized, dtype=np.uint8)
-            out_ids[hit] = np.array(tables["byte_ids"], dtype=np.int64)[raw[at]]
-        edge = np.array(bounds, dtype=np.int64)
-        return list(zip(out_ids.tolist(), edge[:-1][rep].tolist(), edge[1:][rep].tolist()))
+        tables = self.tables()
+        unk = np.isin(token, tables["unknown_ids"])                    # (n,)
+        control = np.isin(token, np.fromiter(tables["control_ids"], dtype=np.int64))
+        begin = bounds[:-1]
+        end = np.where(control, begin, bounds[1:])
+        if self.byte_fallback:
+            counts = np.where(unk, off[1:] - off[:-1], 1)
+            rep = np.repeat(np.arange(len(token)), counts)              # (out,) source token
+            first = np.cumsum(counts) - counts                          # (n,) its first output
+            out_ids = token[rep]
+            hit = unk[rep]
+            if hit.any():
+                at = off[rep[hit]] + np.flatnonzero(hit) - first[rep[hit]]  # byte in `normalized`
+                raw = np.frombuffer(normalized, dtype=np.uint8)
+                out_ids[hit] = np.array(tables["byte_ids"], dtype=np.int64)[raw[at]]
+            return out_ids, begin[rep], end[rep]
+        if not len(token):
+            return token, begin, end
+        keep = np.ones(len(token), dtype=bool)                          # (n,) not an unknown after one
+        keep[1:] = ~(unk[1:] & unk[:-1])
+        kept = np.flatnonzero(keep)
+        last = np.append(kept[1:], len(token)) - 1                      # the run each kept one ends
+        return token[kept], begin[kept], end[last]
 
     def _populate_one(self, out: list, token_id: int, begin: int, end: int, data: bytes,
                       prev_unk: bool, tables: dict) -> bool:
@@ -962,7 +1014,7 @@ class SentencePieceTokenizer(Tokenizer):
         if trace is None and tables.get("chunkable"):
             cache = tables["chunk_cache"]
             out: list[tuple[int, int]] = []
-            for word in _WORD_CUT.split(normalized):
+            for word in split_at_word_starts(normalized):
                 ids = cache.get(word)
                 if ids is None:
                     if len(cache) >= CHUNK_CACHE_LIMIT:
@@ -1043,24 +1095,82 @@ class SentencePieceTokenizer(Tokenizer):
     def segment(self, text: str, *, special: bool = False) -> list[Token]:
         """Tokens with character spans into `text` (through the normalizer's alignment)."""
         spans: list[tuple[int, int, int, bool]] = []  # id, byte start, byte end, special
-        if special and self.added_tokens:
-            from forma_gui.core.special import split_added
-
-            offset = 0
-            data = text.encode("utf-8", "surrogatepass")
-            for chunk, token in split_added(self, text):
-                raw = chunk.encode("utf-8", "surrogatepass")
-                at = data.find(raw, offset) if raw else offset
-                offset = at if at >= 0 else offset
-                if token is None:
-                    spans.extend((i, offset + b, offset + e, False)
-                                 for i, b, e in self._encode_spans(chunk))
-                else:
-                    spans.append((token.id, offset, offset + len(raw), True))
-                offset += len(raw)
-        else:
-            spans = [(i, b, e, False) for i, b, e in self._encode_spans(text)]
+        for offset, chunk, token, size in self._pieces(text, special):
+            if token is None:
+                spans.extend((i, offset + b, offset + e, False)
+                             for i, b, e in self._encode_spans(chunk))
+            else:
+                spans.append((token.id, offset, offset + size, True))
         return self._tokens(text, spans)
+
+    def _pieces(self, text: str, special: bool) -> Iterator[tuple[int, str, AddedToken | None, int]]:
+        """(byte offset, text, added token or None, byte length) of each piece `segment`
+        encodes on its own: the whole text, or with `special` the added tokens' matches
+        (found again in the UTF-8 from where the previous piece ended) and what lies between."""
+        if not (special and self.added_tokens):
+            yield 0, text, None, -1
+            return
+        from forma_gui.core.special import split_added
+
+        offset = 0
+        data = text.encode("utf-8", "surrogatepass")
+        for chunk, token in split_added(self, text):
+            raw = chunk.encode("utf-8", "surrogatepass")
+            at = data.find(raw, offset) if raw else offset
+            offset = at if at >= 0 else offset
+            yield offset, chunk, token, len(raw)
+            offset += len(raw)
+
+    def segment_columns(self, text: str, *, special: bool = False):
+        """`segment(text, special=special)` as numpy columns (ids, starts, ends, flags: 1
+        partial, 2 special), token for token, without a Token object per token; None when
+        the spans need `tile_spans_reference` or an id is no piece.
+
+        The same pieces, normalization and model run as in `segment`; `_populate_columns`
+        populates, the byte offsets become character offsets through each byte's character
+        (a cumulative count of UTF-8 lead bytes) and `tile_columns` tiles.
+        """
+        import numpy as np
+
+        parts: list[tuple] = []  # (ids, byte starts, byte ends) per piece
+        special_at: list[int] = []  # token indices of the added tokens
+        n = 0
+        for offset, chunk, token, size in self._pieces(text, special):
+            if token is None:
+                ids, begins, ends = self._span_columns(chunk)
+                part = (ids, begins + offset, ends + offset)
+            else:
+                special_at.append(n)
+                part = tuple(np.array([v], dtype=np.int64) for v in (token.id, offset, offset + size))
+            parts.append(part)
+            n += len(part[0])
+        none = np.zeros(0, dtype=np.int64)
+        ids, begins, ends = (np.concatenate([p[k] for p in parts]) if parts else none for k in range(3))
+        if len(ids) and (ids.min() < 0 or ids.max() >= len(self.pieces)):
+            return None
+        starts, ends = _char_columns(text, begins, ends)
+        tiled = tile_columns(starts, ends, len(text))
+        if tiled is None:
+            return None
+        first, last, partial = tiled
+        flags = partial.astype(np.uint8)
+        flags[special_at] |= 2
+        return ids.astype(np.int32), first.astype(np.int32), last.astype(np.int32), flags
+
+    def _span_columns(self, text: str):
+        """`_encode_spans` as (ids, byte starts, byte ends) int64 arrays."""
+        import numpy as np
+
+        normalized, n2o = self.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
+        result = self.encode_normalized(normalized) if normalized else []
+        if not result:
+            none = np.zeros(0, dtype=np.int64)
+            return none, none, none
+        pairs = sliced_array(chain.from_iterable(result), np.int64).reshape(-1, 2)  # (n, 2)
+        off = np.zeros(len(pairs) + 1, dtype=np.int64)                  # (n + 1,)
+        np.cumsum(pairs[:, 1], out=off[1:])
+        bounds = sliced_array(map(n2o.__getitem__, off.tolist()), np.int64)
+        return self._populate_columns(normalized, pairs[:, 0].copy(), off, bounds)
 
     def _tokens(self, text: str, spans: list[tuple[int, int, int, bool]]) -> list[Token]:
         to_char = byte_to_char_offsets(text)
@@ -1114,6 +1224,22 @@ class SentencePieceTokenizer(Tokenizer):
             text = self.denormalizer.normalize(text.encode("utf-8", "surrogatepass"))[0].decode(
                 "utf-8", "surrogateescape")
         return text
+
+
+def _char_columns(text: str, begins, ends):
+    """Byte spans into ``text``'s UTF-8 -> character spans, as `SentencePieceTokenizer._tokens`
+    maps them: a start to its byte's character, an end past the character of the byte
+    before it (0 stays 0)."""
+    import numpy as np
+
+    if text.isascii():
+        return begins, ends
+    raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    to_char = np.empty(len(raw) + 1, dtype=np.int64)                  # (bytes + 1,)
+    np.cumsum((raw & 0xC0) != 0x80, out=to_char[:-1])                 # lead bytes so far
+    to_char[:-1] -= 1
+    to_char[-1] = len(text)
+    return to_char[begins], np.where(ends > 0, to_char[ends - 1] + 1, 0)
 
 
 def _char_end(to_char: list[int], byte_end: int) -> int:

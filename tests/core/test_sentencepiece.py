@@ -424,3 +424,96 @@ def test_bpe_word_cache_is_bounded(monkeypatch):
     text = "one two three four five six seven one two"
     assert tok.encode(text) == _lib(data_file("sentencepiece", MODELS[0])).encode(text)
     assert len(tok.tables()["chunk_cache"]) <= 4
+
+
+# ---- segment_columns: segment() as numpy columns, no Token per token -----------------------
+
+COLUMNS_ALPHABET = list("ab Zz  \n\t\r.,'0123") + [
+    " ", "   ", "\n\n", "\t\t", "é", "e\u0301", "東京", "Привет", "😀", "👍🏽", "▁", "ß", "ｆ", "①",
+    "\x00", "\x7f", "\u200b", "\ufffd", "<s>", "</s>", "<unk>", "[INST]", "[/INST]",
+    "[REFERENCE_DOC_3]", "<0x0A>", "  x", "don't"]
+COLUMNS_TEXT = (st.lists(st.sampled_from(COLUMNS_ALPHABET), max_size=40).map("".join)
+                | st.text(max_size=40))
+
+
+def _assert_columns_equal_segment(tok: SentencePieceTokenizer, text: str, special: bool) -> None:
+    want = tok.segment(text, special=special)
+    columns = tok.segment_columns(text, special=special)
+    assert columns is not None, text
+    ids, starts, ends, flags = (c.tolist() for c in columns)
+    assert ids == [t.id for t in want]
+    assert starts == [t.start for t in want]
+    assert ends == [t.end for t in want]
+    assert flags == [t.partial | t.special << 1 for t in want]
+
+
+@pytest.mark.parametrize("special", [False, True])
+def test_columns_equal_segment_on_the_corpus(pair, special):
+    """The fast path is taken (never None) on ordinary and odd text alike."""
+    tok, _ = pair
+    for text in CORPUS + [" " + CORPUS[-1], "\n\n  \t x", "<s>a</s>[INST] 😀 [/INST]<unk>"]:
+        _assert_columns_equal_segment(tok, text, special)
+
+
+@given(COLUMNS_TEXT, st.booleans())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_columns_equal_segment(text, special):
+    """Spaces (leading, repeated), newlines, tabs, byte fallback, unknown runs, charsmap
+    changes, user-defined pieces and added tokens, special matching on and off."""
+    for name in MODELS:
+        tok, _ = _cached(data_file("sentencepiece", name))
+        _assert_columns_equal_segment(tok, text, special)
+
+
+def test_columns_of_a_long_mixed_text_equal_segment():
+    """Long enough for the sliced word split and the numpy runs of the normalizer."""
+    text = data_file("sentencepiece", "botchan.txt").read_text(encoding="utf-8")[:20000]
+    text = text + " 東京 😀\t\t" + text[:3000].upper() + "  [INST] <s>"
+    for name in MODELS:
+        tok, _ = _cached(data_file("sentencepiece", name))
+        _assert_columns_equal_segment(tok, text, name == MODELS[2])
+
+
+@given(st.lists(st.tuples(st.integers(0, 9), st.integers(1, 4)), max_size=40), st.data())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_populate_columns_equal_the_cpp_loop(steps, data):
+    """Control, unknown (byte fallback and runs), byte and normal pieces in any order, with
+    and without byte fallback, against `_populate_reference`."""
+    import numpy as np
+
+    for name in (MODELS[1], MODELS[2]):  # no byte fallback, byte fallback
+        tok, _ = _cached(data_file("sentencepiece", name))
+        tables = tok.tables()
+        kinds = [sorted(tables["control_ids"]), tables["unknown_ids"][:1], [tok.vocab_size - 1, 100]]
+        result = [(kinds[k % 3][k % len(kinds[k % 3])], width) for k, width in steps]
+        size = sum(w for _, w in result)
+        normalized = data.draw(st.binary(min_size=size, max_size=size))
+        n2o = sorted(data.draw(st.lists(st.integers(0, 50), min_size=size + 1, max_size=size + 1)))
+        expected = tok._populate_reference(normalized, n2o, result)
+        off = np.cumsum([0] + [w for _, w in result])
+        columns = tok._populate_columns(normalized, np.array([i for i, _ in result], dtype=np.int64),
+                                        off, np.array(n2o, dtype=np.int64)[off])
+        assert list(zip(*(c.tolist() for c in columns))) == expected
+        assert tok._populate(normalized, n2o, result) == expected
+
+
+@given(st.lists(st.sampled_from(["▁", "▁▁", "a", "bc", "é", "東", "\x00"]), max_size=80).map("".join))
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_word_split_in_slices_equals_one_split(text):
+    import forma_gui.core.sentencepiece as sp_module
+
+    data = text.encode()
+    whole = sp_module._WORD_CUT.split(data)
+    for size in (1, 3, 7):
+        original, sp_module.WORD_SLICE = sp_module.WORD_SLICE, size
+        try:
+            assert sp_module.split_at_word_starts(data) == whole
+        finally:
+            sp_module.WORD_SLICE = original
+
+
+def test_encode_without_spans_equals_the_spans_ids():
+    for name in MODELS:
+        tok, lib = _cached(data_file("sentencepiece", name))
+        for text in CORPUS:
+            assert tok.encode(text) == [i for i, _, _ in tok._encode_spans(text)] == lib.encode(text)
