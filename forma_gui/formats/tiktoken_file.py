@@ -156,6 +156,8 @@ def _ranks(data: bytes, starts, lengths):
     import numpy as np
 
     width = int(lengths.max())
+    if int(starts[-1]) + width > len(data):  # the last rank is shorter than the longest
+        data += b"\n" * width
     digits = _rows(data, starts, width) - np.uint8(ord("0"))            # (n, width), past the rank too
     digits *= np.arange(width) < lengths[:, None]                       # zero past the rank
     if (digits > 9).any():

@@ -189,3 +189,11 @@ def test_fast_parse_rejects_what_strict_base64_rejects(token):
     with pytest.raises(FormatError):
         _parse_lines(data, "x.tiktoken")
     assert _parse_canonical(data) is None
+
+
+def test_fast_parse_when_the_last_rank_is_the_shortest():
+    """Ranks are read as rows as wide as the longest one; the last row must not run off the end."""
+    from forma_gui.formats.tiktoken_file import _parse_canonical, _parse_lines
+
+    for data in (b"IQ== 0\nIg== 123456\nIw== 2\n", b"IQ== 0\nIg== 123456\nIw== 2"):
+        assert _parse_canonical(data) == _parse_lines(data, "x.tiktoken") == {b"!": 0, b'"': 123456, b"#": 2}
