@@ -120,6 +120,21 @@ def test_gguf_spm_typing_re_segments_through_columns(qtbot, view, monkeypatch):
     worker, from segment()'s columns (core.segment.segment_columns), never Token objects;
     the view always equals segment() of the editor's text, token by token."""
     tok = load_tokenizer(data_file("gguf-vocab", "ggml-vocab-llama-spm.gguf"))
+    _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  x", "</s>")
+
+
+def test_sentencepiece_model_typing_re_segments_through_columns(qtbot, view, monkeypatch):
+    """The same for a SentencePiece .model (mistral v3: BPE, byte fallback, user-defined
+    pieces, added control tokens): SentencePieceTokenizer.segment_columns, never segment()."""
+    tok = load_tokenizer(data_file("sentencepiece", "mistral_instruct_tokenizer_240323.model.v3"))
+    _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  [INST]x\t</s>",
+                                        "[INST]  x [/INST]")
+
+
+def _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, head: str,
+                                        tail: str) -> None:
+    """Type (ASCII only: keyClicks aborts on other text) in the middle, at the start and at
+    the end, special off, on, off; after each edit the view equals segment() of its text."""
     calls, segment = [], type(tok).segment
     monkeypatch.setattr(tok, "segment", lambda *a, **k: calls.append(a) or segment(tok, *a, **k))
     view.session.set_tokenizer(tok)
@@ -127,7 +142,7 @@ def test_gguf_spm_typing_re_segments_through_columns(qtbot, view, monkeypatch):
     view.editor.setPlainText(text)
     qtbot.waitUntil(lambda: view.text == text and view.tokenizer is tok, timeout=60_000)
     middle, end = len(text) // 2, len(text) - 3
-    edits = ((False, middle, " <s>x'll 42"), (True, 0, "  x"), (False, end, "</s>"))
+    edits = ((False, middle, " <s>x'll 42"), (True, 0, head), (False, end, tail))
     for special, position, typed in edits:
         if special != view.special:
             view.special_box.setChecked(special)
