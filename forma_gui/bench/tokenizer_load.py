@@ -100,25 +100,34 @@ def run(quick: bool) -> list[BenchResult]:
     return out
 
 
-def _llama_bpe_encode(load_gguf_tokenizer, quick: bool) -> list[BenchResult]:
-    """Warm encode of the encode benchmark's mixed corpus (1 MB) with the llama-bpe GGUF,
-    against HF tokenizers with the same vocabulary, merges, ignore_merges and Llama 3's
-    pre-tokenizer (the Split + ByteLevel of its tokenizer.json)."""
-    from forma_gui.bench.encode import build_corpus
+def hf_llama_bpe(tok, path: Path):
+    """HF tokenizers over the llama-bpe GGUF's vocabulary and merges with its ignore_merges and
+    Llama 3's pre-tokenizer (the Split + ByteLevel of its tokenizer.json); None if not installed."""
     from forma_gui.core import patterns
 
-    path = data_path(*GGUF_FILES["llama-bpe"])
-    text = build_corpus(0.025 if quick else 0.5)
-    megabytes = len(text.encode()) / 1e6
-    tok = load_gguf_tokenizer(path)
     peer = _hf_bpe(path, ignore_merges=tok.vocab.flags.get("ignore_merges", False))
-    same = ""
     if peer is not None:
         from tokenizers import Regex, pre_tokenizers
 
         peer.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(patterns.PATTERNS["llama3"]), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    return peer
+
+
+def _llama_bpe_encode(load_gguf_tokenizer, quick: bool) -> list[BenchResult]:
+    """Warm encode of the encode benchmark's mixed corpus (1 MB) with the llama-bpe GGUF,
+    against HF tokenizers with the same vocabulary, merges, ignore_merges and Llama 3's
+    pre-tokenizer (the Split + ByteLevel of its tokenizer.json)."""
+    from forma_gui.bench.encode import build_corpus
+
+    path = data_path(*GGUF_FILES["llama-bpe"])
+    text = build_corpus(0.025 if quick else 0.5)
+    megabytes = len(text.encode()) / 1e6
+    tok = load_gguf_tokenizer(path)
+    peer = hf_llama_bpe(tok, path)
+    same = ""
+    if peer is not None:
         same = ("HF ids identical" if tok.encode(text) == peer.encode(text, add_special_tokens=False).ids
                 else "HF ids DIFFER")
     repeat = 1 if quick else 5
