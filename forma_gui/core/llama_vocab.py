@@ -15,6 +15,7 @@ every token, the character span it came from.
 """
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
 from array import array
 from typing import Callable, Iterable, Sequence
@@ -91,6 +92,7 @@ class LlamaVocab:
         self._token_to_id = token_to_id
         self._find_texts = find_texts
         self._special_cache: list[int] | None = None
+        self._finder: tuple | None = None  # _special_finder's, with the cache it was made for
         self._fix_attrs(model_name.lower(), pre, architecture)
 
     # ---- look-ups --------------------------------------------------------------------------
@@ -206,12 +208,15 @@ class LlamaVocab:
         ([(None, 0, 1), (1, 1, 4), (None, 4, 5)], [(None, 0, 5)])
         """
         parts: list[tuple[int | None, int, int]] = [(None, 0, len(text))] if text else []
+        present = self._present_specials(text) if parts else set()
         for token_id in self._special_cache or ():
+            if token_id not in present:  # its text is nowhere in `text`: nothing to cut
+                continue
             attr = self.attrs[token_id]
             if not parse_special and attr & (ATTR_CONTROL | ATTR_UNKNOWN):
                 continue
             needle = self.tokens[token_id]
-            if not any(kind is None and needle in text[s:e] for kind, s, e in parts):
+            if not any(kind is None and text.find(needle, s, e) >= 0 for kind, s, e in parts):
                 continue
             out: list[tuple[int | None, int, int]] = []
             for part in parts:
@@ -221,6 +226,48 @@ class LlamaVocab:
                     out.extend(self._cut(text, part[1], part[2], token_id, needle, attr))
             parts = out
         return parts
+
+    def _present_specials(self, text: str) -> set[int]:
+        """Ids of the special tokens whose text occurs somewhere in `text`, in one scan.
+
+        Testing each of a vocabulary's special texts against the whole text costs a pass per
+        token (256 for Llama 3, thousands for Gemma). One regex, a trie of the texts, finds
+        at each position where some text starts the longest one starting there; every text
+        that is a prefix of it starts there too (`_special_finder`). A text occurs iff it is
+        one of those at its own start, so the set is exact, overlaps and all.
+        """
+        finder = self._special_finder()
+        if finder is None:
+            return set(self._special_cache or ())
+        pattern, below = finder
+        present: set[int] = set()
+        search = pattern.search
+        found = search(text)
+        while found is not None:
+            present.update(below[found.group()])
+            found = search(text, found.start() + 1)
+        return present
+
+    def _special_finder(self) -> tuple[re.Pattern, dict[str, list[int]]] | None:
+        """(the trie regex of the special texts, text -> ids of it and of every special text
+        that is a prefix of it), for the current special cache (built on first use); None
+        for texts too long or too many to make a regex of (a hostile file): no filter then."""
+        cache = self._special_cache or []
+        if self._finder is None or self._finder[0] is not cache:
+            ids_of: dict[str, list[int]] = {}
+            for token_id in cache:
+                text = self.tokens[token_id]
+                if text:
+                    ids_of.setdefault(text, []).append(token_id)
+            finder = None
+            if (max(map(len, ids_of), default=0) <= MAX_SPECIAL_CHARS
+                    and sum(map(len, ids_of)) <= MAX_SPECIAL_TOTAL):
+                lengths = sorted({len(t) for t in ids_of})
+                below = {t: [i for n in lengths if n <= len(t) for i in ids_of.get(t[:n], ())]
+                         for t in ids_of}
+                finder = (re.compile(_trie_regex(list(ids_of)) or "(?!)"), below)
+            self._finder = (cache, finder)
+        return self._finder[1]
 
     @staticmethod
     def _cut(text: str, start: int, end: int, token_id: int, needle: str,
@@ -515,3 +562,37 @@ def char_spans(text: str, start: int, byte_spans: list[tuple[int, int, int]],
             ce = to_char[e - 1] + 1 if e > 0 else 0
             out.append((token_id, start + cs, start + max(cs, ce)))
     return out
+
+
+#: special texts a regex is made of (`_special_finder`): the longest (each character a level
+#: of recursion) and all together; past them partition tests each text on its own
+MAX_SPECIAL_CHARS = 256
+MAX_SPECIAL_TOTAL = 1 << 20
+
+
+def _trie_regex(texts: list[str]) -> str:
+    """A regex matching exactly `texts`, the longest one where several match at a position:
+    a trie, each node's continuations tried before ending there (`?` is greedy).
+
+    >>> import re
+    >>> rx = re.compile(_trie_regex(["<s>", "<s", "</s>", "a+"]))
+    >>> [m.group() for m in rx.finditer("<s> <s </s> a+")]
+    ['<s>', '<s', '</s>', 'a+']
+    """
+    trie: dict = {}
+    for text in texts:
+        node = trie
+        for ch in text:
+            node = node.setdefault(ch, {})
+        node[""] = True  # a text ends here
+    return _node_regex(trie)
+
+
+def _node_regex(node: dict) -> str:
+    ends = "" in node
+    branches = [re.escape(ch) + _node_regex(child) for ch, child in node.items() if ch != ""]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    return f"(?:{body})?" if ends else body
+
