@@ -20,6 +20,7 @@ of the running Python are treated as unassigned.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from forma_gui.core.llama_vocab import LlamaTokenizer, LlamaVocab
@@ -32,6 +33,16 @@ WHITESPACE = frozenset([9, 10, 11, 12, 13, 32, 0x85, 0xA0, 0x1680, *range(0x2000
 CHINESE_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
                   (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 CONTROL_CATEGORIES = frozenset(("Cc", "Cf", "Co", "Cs"))
+#: ASCII characters `preprocess` drops (category Cc, not whitespace)
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+#: the words `preprocess` makes of ASCII text: letters and digits run on, every other
+#: printable character (all are punctuation or symbols) is a word of its own
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[!-/:-@\[-`{-~]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+ASCII_WHITESPACE = "\t\n\x0b\x0c\r "
+_ASCII_SPACE = re.compile(r"[\t\n\x0b\x0c\r ]")
+#: words whose tokens are remembered before the cache starts again
+WORD_CACHE_LIMIT = 1 << 16
 
 
 def is_chinese_char(cp: int) -> bool:
@@ -101,6 +112,23 @@ def preprocess(text: str, *, lowercase: bool = True,
     return words
 
 
+def _non_ascii_runs(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each run between ASCII whitespace that holds a non-ASCII character.
+
+    >>> _non_ascii_runs("ab café de 東京 x")
+    [(3, 7), (11, 13)]
+    """
+    runs: list[tuple[int, int]] = []
+    pos = 0
+    while (found := _NON_ASCII.search(text, pos)) is not None:
+        at = found.start()
+        begin = max(pos, max(text.rfind(c, pos, at) for c in ASCII_WHITESPACE) + 1)
+        space = _ASCII_SPACE.search(text, at)
+        pos = space.start() if space is not None else len(text)
+        runs.append((begin, pos))
+    return runs
+
+
 class WordPieceTokenizer(LlamaTokenizer):
     """``tokenizer.ggml.model == "bert"``: greedy longest-match WordPiece.
 
@@ -115,9 +143,14 @@ class WordPieceTokenizer(LlamaTokenizer):
         super().__init__(vocab, name=name, path=path)
         self._bytes_to_id: dict[bytes, int] | None = None
         self._max_len = 0
+        self._word_cache: dict[str, tuple[tuple[int, int, int], ...]] = {}
 
     def _normal_bytes(self, token_id: int) -> bytes:
         return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
+
+    def clear_cache(self) -> None:
+        """Forget the tokens of the words seen so far (for cold-cache measurements)."""
+        self._word_cache.clear()
 
     def _bos_eos(self) -> tuple[list[int], list[int]]:
         """llama.cpp's WPM session always adds BOS ([CLS]) and SEP, whatever add_bos says."""
@@ -135,13 +168,63 @@ class WordPieceTokenizer(LlamaTokenizer):
 
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
+        """Cut at ASCII whitespace, where `preprocess` only ends a word: the runs holding
+        non-ASCII characters go character by character (cached per run), the rest of the
+        text a word at a time (`_ascii_spans`)."""
+        fragment = text[start:end]
+        out: list[tuple[int, int, int]] = []
+        pos = 0
+        for run_start, run_end in [*_non_ascii_runs(fragment), (len(fragment), len(fragment))]:
+            if pos < run_start:
+                plain = fragment[pos:run_start]
+                out += (self._fragment_spans_reference(plain, 0, len(plain), start + pos)
+                        if _ASCII_CONTROL.search(plain) else self._ascii_spans(plain, start + pos))
+            if run_start < run_end:
+                out += self._cached(fragment[run_start:run_end], start + run_start,
+                                    self._fragment_spans_reference)
+            pos = run_end
+        return out
+
+    def _fragment_spans_reference(self, text: str, start: int, end: int,
+                                  at: int | None = None) -> list[tuple[int, int, int]]:
+        """`preprocess` character by character, then each word: the reference for
+        `_fragment_spans` (spans from `at`, default `start`)."""
         flags = self.vocab.flags
+        base = start if at is None else at
         out: list[tuple[int, int, int]] = []
         words = preprocess(text[start:end], lowercase=flags.get("lowercase", True),
                            strip_accents=flags.get("strip_accents", True))
         for word, where in words:
-            out.extend(self._word_spans(word, [start + i for i in where]))
+            out.extend(self._word_spans(word, [base + i for i in where]))
         return out
+
+    def _cached(self, key: str, at: int, spans_of) -> list[tuple[int, int, int]]:
+        """`spans_of(key, 0, len(key))` shifted to `at`, remembered per key."""
+        spans = self._word_cache.get(key)
+        if spans is None:
+            if len(self._word_cache) >= WORD_CACHE_LIMIT:
+                self._word_cache.clear()
+            spans = self._word_cache[key] = tuple(spans_of(key, 0, len(key)))
+        return [(token, at + a, at + b) for token, a, b in spans]
+
+    def _ascii_spans(self, fragment: str, start: int) -> list[tuple[int, int, int]]:
+        """`_fragment_spans` of ASCII text without control characters, a word at a time.
+
+        There `preprocess` keeps every character where it is (no accents, nothing dropped,
+        ASCII lowercasing is one character for one), so its words are the runs of letters
+        and digits and the single punctuation or symbol characters (every printable ASCII
+        character that is neither), each spanning its characters; a word's tokens depend on
+        the word alone, so they are cached per word.
+        """
+        if self.vocab.flags.get("lowercase", True):
+            fragment = fragment.lower()
+        out: list[tuple[int, int, int]] = []
+        for found in _ASCII_WORD.finditer(fragment):
+            out += self._cached(found.group(), start + found.start(), self._ascii_word_spans)
+        return out
+
+    def _ascii_word_spans(self, word: str, start: int, end: int) -> list[tuple[int, int, int]]:
+        return self._word_spans(word, list(range(start, end)))
 
     def _word_spans(self, word: str, where: list[int]) -> list[tuple[int, int, int]]:
         """Greedy longest match over ``▁`` + word; [UNK] over the whole word if it fails."""

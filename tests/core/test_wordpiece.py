@@ -97,3 +97,29 @@ def test_segments_point_at_the_original_text(bert):
     spans = [(text[t.start:t.end], t.piece) for t in tok.segment(text)]
     assert spans[0][0].startswith("Hé") and spans[-1] == ("!", "▁!")
     assert "".join(s for s, _ in spans).replace(" ", "") == text.replace(" ", "")
+
+
+#: ASCII of every class preprocess tells apart (letters, digits, punctuation, symbols, each
+#: whitespace, controls it drops) and non-ASCII words, marks, spaces, CJK and emoji
+MIXED = st.lists(st.sampled_from(list("aZ09.,$+_~`'\" \t\n\x0b\x0c\r\x00\x07\x1c\x7f")
+                                 + ["é", "Ä", "ß", "İ", "\u0301", "\u3000", "\xa0", "中", "😀",
+                                    "ab", "CD", "the"]), max_size=40).map("".join)
+
+
+@settings(max_examples=MAX_EXAMPLES)
+@given(MIXED, st.booleans(), st.booleans())
+def test_fast_fragment_spans_equal_the_character_by_character_ones(bert, text, lowercase, strip):
+    """Cutting at ASCII whitespace and going a word at a time through the ASCII runs (cached)
+    gives preprocess's tokens and spans exactly, with either flag setting."""
+    tok, _ = bert
+    flags = dict(tok.vocab.flags)
+    tok.vocab.flags.update(lowercase=lowercase, strip_accents=strip)
+    tok.clear_cache()
+    try:
+        expected = tok._fragment_spans_reference(text, 0, len(text))
+        assert tok._fragment_spans(text, 0, len(text), False) == expected
+        assert tok._fragment_spans(text, 0, len(text), False) == expected  # from the cache
+    finally:
+        tok.vocab.flags.clear()
+        tok.vocab.flags.update(flags)
+        tok.clear_cache()
