@@ -10,8 +10,9 @@ to a LatestRunner, so a 1 MB paste never blocks the window and only the newest t
 result is ever shown. Every encode goes through `TokenizeView._segment`. For byte-level
 BPE (GGUF ones included, see core.incremental) that builds an IncrementalEncoder, which
 then follows the editor edit by edit (`_follow_edit`), so a keystroke in a 1 MB document
-re-encodes only around itself. Other GGUF vocabularies (SPM, WordPiece, unigram) re-segment
-the whole text in the worker, as columns (core.segment.segment_columns), not Token objects.
+re-encodes only around itself. Other vocabularies (GGUF SPM, WordPiece and unigram ones, and
+SentencePiece .model files) re-segment the whole text in the worker, as columns
+(core.segment.segment_columns), not a Token object per token.
 """
 from __future__ import annotations
 
@@ -512,9 +513,9 @@ class TokenizeView(QWidget):
 
         A tokenizer that can re-encode edits locally gets an IncrementalEncoder instead,
         which _apply keeps for the edits that follow (see _follow_edit). One that computes
-        segment()'s columns itself (llama.cpp's: core.segment.segment_columns) fills the
-        store without a Token object per token: a 1 MB document with a Llama-2 GGUF
-        re-segments in ~0.15 s instead of ~1.5 s, after every keystroke.
+        segment()'s columns itself (llama.cpp's and SentencePiece's: core.segment.
+        segment_columns) fills the store without a Token object per token: a 1 MB document
+        with a Llama-2 GGUF re-segments in ~0.15 s instead of ~1.5 s, after every keystroke.
         """
         if local_edits(tokenizer, self.special):
             return IncrementalEncoder(tokenizer, text, special=self.special)
