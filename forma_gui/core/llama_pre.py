@@ -390,6 +390,13 @@ CUSTOM: dict[str, str] = {
 SPACE_SAFE = frozenset({pats.HF_BYTELEVEL_REGEX, LLAMA_PRE_REGEXES["LLAMA3"][0],
                         LLAMA_PRE_REGEXES["QWEN2"][0]})
 
+#: llama.cpp regex lists (verbatim) -> one `regex` source whose matches on the whole text are
+#: exactly the words `LlamaPreTokenizer.split` cuts (patterns.DIGITS_GPT2 says why; tested
+#: against `split`). Keyed by the whole list: only identical stages qualify.
+ONE_REGEX: dict[tuple[str, ...], str] = {
+    (r"\p{N}", LLAMA_PRE_REGEXES["GPT2"][0]): pats.DIGITS_GPT2,
+}
+
 _CATEGORY = regex.compile(r"\\p\{(?:N|L|P|M|S|Lu|Ll|Lt|Lm|Lo)\}")
 _LETTER_KINDS = regex.compile(r"\\p\{L[ultmo]\}")
 #: non-ASCII whitespace (unicode-data.cpp unicode_set_whitespace) -> U+000B, as unicode.cpp
@@ -469,6 +476,19 @@ class LlamaPreTokenizer:
     def space_safe(self) -> bool:
         """One known pattern under which text may be cut at spaces before the regex runs."""
         return len(self.patterns) == 1 and self.patterns[0].pattern in SPACE_SAFE
+
+    @property
+    def one_pattern(self) -> regex.Pattern | None:
+        """One regex whose matches on the raw text are exactly `split`'s words, or None: the
+        only stage when it does not run on the wide-space rewrite, else ONE_REGEX's.
+
+        >>> llama_pre_tokenizer("smollm").one_pattern.findall("ab 123")
+        ['ab', ' ', '1', '2', '3']
+        """
+        if len(self.patterns) == 1:
+            return None if self.wide[0] else self.patterns[0]
+        source = ONE_REGEX.get(self.sources)
+        return None if source is None else pats.compile_pattern(source)
 
     def split(self, text: str) -> list[tuple[int, int]]:
         """Character spans of the words, as ``unicode_regex_split`` cuts `text`.

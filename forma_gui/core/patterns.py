@@ -71,9 +71,18 @@ _QWEN2_CPP = _CPP_CONTRACTIONS + _QWEN2.removeprefix(_I_CONTRACTIONS)
 #: pattern name -> llama.cpp's spelling of it (core.llama_pre's translation of the GGUF regex)
 CPP_PATTERNS: dict[str, str] = {"llama3": _LLAMA3_CPP, "qwen2": _QWEN2_CPP}
 
+# llama.cpp's two-stage pre-tokenizer "\p{N}, then GPT-2's regex" (smollm, starcoder, command-r,
+# ...; core.llama_pre.ONE_REGEX) as ONE regex whose matches on the whole text are its words:
+# every digit is a word of its own, and GPT-2's regex only ever runs on the digit-free text
+# between digits, where ` ?\p{N}+` never matches and a digit is where that text ends. So: the
+# digit first, GPT-2's alternatives with \p{N} dropped (every class already excludes it or
+# cannot meet one), and `(?!\S)` (at the end of the text, or before whitespace) widened to
+# "before whitespace, a digit or the end". tests/core/test_llama_pre.py checks it against `split`.
+DIGITS_GPT2 = r"""\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?![^\s\p{N}])|\s+"""
+
 #: regex sources for which cutting at "non-space char, then space" is provably exact
 SPACE_SAFE: set[str] = {_GPT2, _CL100K, _O200K, _LLAMA3, _QWEN2, _GPT2_ORIGINAL, _LLAMA3_CPP,
-                        _QWEN2_CPP}
+                        _QWEN2_CPP, DIGITS_GPT2}
 
 #: the GPT-2 regex HF's ByteLevel pre-tokenizer applies when use_regex is true
 HF_BYTELEVEL_REGEX = _GPT2_ORIGINAL

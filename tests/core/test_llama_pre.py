@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forma_gui.core import patterns as pats
-from forma_gui.core.llama_pre import (CUSTOM, LLAMA_PRE_NAMES, LLAMA_PRE_REGEXES,
+from forma_gui.core.llama_pre import (CUSTOM, LLAMA_PRE_NAMES, LLAMA_PRE_REGEXES, ONE_REGEX,
                                       UnknownPreTokenizer, llama_pre_tokenizer, translate)
 from tests.conftest import MAX_EXAMPLES
 
@@ -104,3 +104,56 @@ def test_llama_cpp_spellings_get_the_fast_pattern_paths(name):
     assert source in (pats._LLAMA3_CPP, pats._QWEN2_CPP)
     assert pats.is_space_safe(source) and pats.ascii_pattern(source) is not None
     assert pats.wide_pattern(source) is not None
+
+
+# ---- one regex for a stage list (ONE_REGEX) ---------------------------------------------------
+
+#: what llama.cpp's digit stage and GPT-2's regex care about: digits of several scripts (and
+#: other \p{N}: superscripts, Roman numerals, fractions), letters of several scripts, marks,
+#: every kind of whitespace, apostrophes and contractions, punctuation, symbols, emoji
+_STAGE_PIECES = list("aZé漢Яя\u0301\u200d😀1٣²Ⅻ½.,-/_(!$+ \t\n\r\x0b\x0c\x85\xa0\u2003\u3000'sStdlmvre") + [
+    "'ll", "'re", "'S", "don't", "  ", "\n\n", "   \n ", "123", " 1", "  1", "\t1", "' 1", "'1",
+    "x1y", "1'", "'s1", "\u3000\u30001", "a \n1"]
+_STAGE_TEXT = (st.lists(st.sampled_from(_STAGE_PIECES), max_size=40).map("".join)
+               | st.text(st.characters(blacklist_categories=("Cs",)), max_size=40))
+
+#: the pre-tokenizer names whose regex list is digits, then GPT-2's regex
+_DIGITS_THEN_GPT2 = sorted(name for name, (kind, _) in LLAMA_PRE_NAMES.items()
+                           if LLAMA_PRE_REGEXES[kind] == (r"\p{N}", LLAMA_PRE_REGEXES["GPT2"][0]))
+
+
+def test_one_regex_names():
+    """Exactly the names with identical stages get a one-regex form; one-stage lists their only
+    stage unless it runs on the wide-space rewrite; every other list none."""
+    assert {"smollm", "starcoder", "command-r", "refact", "codeshell", "exaone", "minerva-7b",
+            "mellum2"} <= set(_DIGITS_THEN_GPT2)
+    for name, (kind, _) in LLAMA_PRE_NAMES.items():
+        pre = llama_pre_tokenizer(name)
+        if name in _DIGITS_THEN_GPT2:
+            assert pre.one_pattern.pattern == pats.DIGITS_GPT2, name
+        elif len(pre.patterns) == 1:
+            assert pre.one_pattern is (None if pre.wide[0] else pre.patterns[0]), name
+        else:
+            assert pre.one_pattern is None, name
+    assert list(ONE_REGEX) == [(r"\p{N}", LLAMA_PRE_REGEXES["GPT2"][0])]
+
+
+@given(text=_STAGE_TEXT)
+@settings(max_examples=MAX_EXAMPLES)
+def test_digits_then_gpt2_equals_one_regex(text):
+    """The one regex's matches on the whole text are the two stages' words (split), and they
+    cover every character."""
+    words = llama_pre_tokenizer("smollm").split(text)
+    spans = [m.span() for m in regex.finditer(pats.DIGITS_GPT2, text)]
+    assert spans == words
+    assert "".join(text[s:e] for s, e in spans) == text
+
+
+def test_digits_then_gpt2_examples():
+    """Known answers from the two stages by hand: a digit ends GPT-2's text, so the spaces
+    before it are one word and never its prefix."""
+    one = regex.compile(pats.DIGITS_GPT2)
+    assert one.findall("ab 123x") == ["ab", " ", "1", "2", "3", "x"]
+    assert one.findall("a  1 b") == ["a", "  ", "1", " b"]
+    assert one.findall("x's 7's\n\n9") == ["x", "'s", " ", "7", "'s", "\n\n", "9"]
+    assert one.findall("a   b") == ["a", "  ", " b"]
