@@ -26,11 +26,15 @@ match leftmost-longest, so a match at p depends only on text[p:p + longest]: the
 
 llama.cpp's byte-level BPE (GGUF ``gpt2`` vocabularies, `LlamaBPETokenizer`) is handled alike
 when its pre-tokenizer is one stage whose regex is in VERIFIED (gpt-2, llama-bpe/llama3, qwen2
-and the other names mapping to those regexes), because then:
+and the other names mapping to those regexes), or two stages, a digit stage then GPT-2's regex
+(smollm, starcoder, command-r, refact, codeshell, exaone, minerva-7b, mellum2), whose one-regex
+form `patterns.DIGITS_GPT2` is in VERIFIED, because then:
 
 * its words are that regex's matches (one stage: `LlamaPreTokenizer.split` is one
   `split_pieces`, which equals the findall, and a VERIFIED regex never runs on the wide-space
-  rewrite), and the session encodes each word alone: a word with no byte the vocabulary lacks
+  rewrite; two stages: `llama_pre.ONE_REGEX` holds the regex whose matches on the whole text
+  are `split`'s words, see patterns.DIGITS_GPT2 and its property test against `split`), and
+  the session encodes each word alone: a word with no byte the vocabulary lacks
   and no lone surrogate gets the ids of the byte-level encoder's `encode_pretoken`
   (`LlamaBPETokenizer.words_exact` says when; a region failing it falls back);
 * special tokens are what llama.cpp's partition cuts out: user-defined ones always, control
@@ -51,7 +55,7 @@ counts it), so the result is always exact:
 
 * always (`reason` says why): tokenizers other than ByteLevelBPETokenizer and
   LlamaBPETokenizer (SentencePiece, WordPiece), a regex outside VERIFIED (custom ones, several
-  Split stages or llama.cpp regex stages); with special=True, added tokens with lstrip/rstrip/
+  Split stages, llama.cpp regex stages without a one-regex form); with special=True, added tokens with lstrip/rstrip/
   single_word/normalized flags, or add_prefix_space; for llama.cpp, partition tokens with the
   LSTRIP/RSTRIP attributes or texts that can overlap, or add_space_prefix;
 * while the text has lone surrogates, or the tokenizer's normalizer (NFC, NFKC, ...) would
@@ -86,17 +90,19 @@ PARTIAL = 1
 SPECIAL = 2
 
 #: regex sources the cut rules were checked for (every one matches every character, and
-#: none looks behind); llama.cpp's spellings of llama3/qwen2 are what GGUF vocabularies use
+#: none looks behind); llama.cpp's spellings of llama3/qwen2 are what GGUF vocabularies use,
+#: DIGITS_GPT2 is the one-regex form of its "\p{N}, then GPT-2's regex" (smollm, starcoder, ...)
 VERIFIED: frozenset[str] = frozenset(
     [pats.PATTERNS[name] for name in ("gpt2", "cl100k", "o200k", "llama3", "qwen2")]
-    + [pats.HF_BYTELEVEL_REGEX] + list(pats.CPP_PATTERNS.values()))
+    + [pats.HF_BYTELEVEL_REGEX, pats.DIGITS_GPT2] + list(pats.CPP_PATTERNS.values()))
 
 #: character pairs (before, after) at which every VERIFIED pattern always cuts. In each of them
 #: a pre-token can only start with an optional U+0020 (gpt2), or an optional character that is
 #: not CR, LF, a letter or a digit (cl100k, o200k, llama3, qwen2), or an apostrophe
-#: (contractions); digit runs never take a prefix in cl100k/o200k/llama3/qwen2, and no
-#: alternative continues past a character outside its own class. For (2): a match looks at most
-#: one character past its own run (`\s+(?!\S)`, `\s++$`, the end of `\p{L}++`, `\p{N}++`,
+#: (contractions); digit runs never take a prefix in cl100k/o200k/llama3/qwen2 (nor does a
+#: digit, always a pre-token of its own, in DIGITS_GPT2), and no alternative continues past a
+#: character outside its own class. For (2): a match looks at most one character past its own
+#: run (`\s+(?!\S)`, `\s+(?![^\s\p{N}])`, `\s++$`, the end of `\p{L}++`, `\p{N}++`,
 #: `[\r\n]*`), or up to three past an apostrophe, which these pairs rule out at r.
 CUT_RULES: dict[str, str] = {
     # SPACE_SAFE's own rule: nothing runs from a non-space across a following space

@@ -740,12 +740,11 @@ class LlamaBPETokenizer(LlamaTokenizer):
     # ---- words, for core.incremental (edits re-encode the words around them) -------------
     @property
     def word_pattern(self) -> regex.Pattern | None:
-        """The pre-tokenizer's regex when its words are exactly that regex's matches on the raw
-        text: one stage, not run on the wide-space rewrite, byte-encoded words; else None."""
-        pre = self.pre
-        if len(pre.patterns) != 1 or pre.wide[0] or not pre.byte_encode:
-            return None
-        return pre.patterns[0]
+        """A regex whose matches on the raw text are exactly the pre-tokenizer's words, for
+        byte-encoded words: its one stage when that does not run on the wide-space rewrite, or
+        the one-regex form of a stage list (llama_pre.ONE_REGEX: smollm's digits, then GPT-2's
+        regex); else None."""
+        return self.pre.one_pattern if self.pre.byte_encode else None
 
     def encode_pretoken(self, word: str) -> tuple[int, ...]:
         """The ids of one word, llama.cpp's when `words_exact(word)` (`_word_spans` encodes

@@ -95,11 +95,18 @@ def test_special_toggle_and_new_tokenizer_start_afresh(qtbot, view, gpt2):
     assert view._live is None and list(view.tokens.ids) == spm.encode(view.mirror.text, special=True)
 
 
-@pytest.mark.parametrize("name", ["llama-bpe", "qwen2"])
+#: the GGUF files of the live-encoder test: two one-stage pre-tokenizers, and SmolLM2's two
+#: stages (digits, then GPT-2's regex), which edit through one regex (llama_pre.ONE_REGEX)
+GGUF_BPE = {"llama-bpe": ("gguf-vocab", "ggml-vocab-llama-bpe.gguf"),
+            "qwen2": ("gguf-vocab", "ggml-vocab-qwen2.gguf"),
+            "smollm2": ("gguf", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+
+
+@pytest.mark.parametrize("name", sorted(GGUF_BPE))
 def test_gguf_bpe_typing_goes_through_the_live_encoder(qtbot, view, name):
     """llama.cpp's byte-level BPE follows typing too (core.incremental), the first encode of a
     large document in the worker; Qwen2's user-defined [PAD...] tokens are cut out as typed."""
-    tok = load_tokenizer(data_file("gguf-vocab", f"ggml-vocab-{name}.gguf"))
+    tok = load_tokenizer(data_file(*GGUF_BPE[name]))
     view.session.set_tokenizer(tok)
     text = LINE * 200  # above INLINE_CHARS: the worker builds the encoder
     assert len(text) > INLINE_CHARS

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from forma_gui.core import incremental as inc
 from forma_gui.core import patterns as pats
-from forma_gui.core.llama_pre import llama_pre_tokenizer
+from forma_gui.core.llama_pre import LLAMA_PRE_NAMES, ONE_REGEX, llama_pre_tokenizer
 from forma_gui.core.llama_tokenizers import LlamaBPETokenizer
 from forma_gui.core.llama_vocab import ATTR_RSTRIP
 from forma_gui.formats.loader import load_tokenizer
@@ -27,6 +27,13 @@ DOC = st.lists(st.sampled_from(_LLAMA_PIECES), max_size=30).map("".join) | st.te
 INSERT = st.lists(st.sampled_from(_LLAMA_PIECES), max_size=2).map("".join) | st.text(max_size=2)
 #: SmolLM2's vocabulary lacks these bytes' symbols (two ASCII controls, a lead byte of U+40000..)
 _MISSING = ["\x04", "\x13", "\U00050000"]
+#: what SmolLM2's digit stage cares about: digits (and other \p{N}) after spaces, letters,
+#: apostrophes and punctuation, and its own special texts
+_SMOL_PIECES = _LLAMA_PIECES + ["12", " 7", "  3", "x9", "'5", "9's", "\u00b2", "\u00bd", "\u2167", " \u0663",
+                                "\n4", "<|im_end|>", "<file_sep>", "<jupyter_"]
+SMOL_DOC = st.lists(st.sampled_from(_SMOL_PIECES), max_size=30).map("".join) | st.text(max_size=30)
+SMOL_INSERT = (st.lists(st.sampled_from(_SMOL_PIECES), max_size=2).map("".join) | st.text(max_size=2)
+               | st.sampled_from(_MISSING))
 
 GGUF = ("llama-bpe", "qwen2", "gpt-2")
 
@@ -102,6 +109,20 @@ def test_cpp_spellings_are_the_llama_pre_translations():
     assert llama_pre_tokenizer("qwen2").patterns[0].pattern == pats.CPP_PATTERNS["qwen2"]
 
 
+#: the names whose stages are exactly smollm's (a digit, then GPT-2's regex)
+_TWO_STAGE = sorted(name for name in LLAMA_PRE_NAMES if llama_pre_tokenizer(name).sources in ONE_REGEX)
+
+
+def test_two_stage_llama_pre_tokenizers_are_verified():
+    """They edit through one regex, equal to their two stages (test_llama_pre.py) and with the
+    cut rules checked (test_incremental.py checks every VERIFIED regex)."""
+    assert "smollm" in _TWO_STAGE and "starcoder" in _TWO_STAGE and len(_TWO_STAGE) == 8
+    for name in _TWO_STAGE:
+        pre = llama_pre_tokenizer(name)
+        assert len(pre.patterns) == 2 and pre.one_pattern.pattern == pats.DIGITS_GPT2
+    assert pats.DIGITS_GPT2 in inc.VERIFIED
+
+
 @pytest.mark.parametrize("special", [False, True])
 def test_gguf_bpe_edits_are_local_but_never_sliced(gguf, special):
     """core.chunked is for ByteLevelBPETokenizer only: it knows nothing of llama.cpp's partition."""
@@ -120,19 +141,39 @@ def test_random_edits_equal_a_fresh_encode(gguf, text, data, special):
     assert enc.full_encodes == 0  # nothing here is outside the exact shortcut (no lone surrogates)
 
 
-def test_ascii_typing_in_a_large_document_stays_local(llama_bpe):
-    text = "The quick brown fox can't jump 1234 times; it's <|eot_id|> here.\n" * 500
+@settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=SMOL_DOC, data=st.data(), special=st.booleans())
+def test_smollm2_random_edits_equal_a_fresh_encode(smollm2, text, data, special):
+    """SmolLM2's two-stage pre-tokenizer edits locally: ids, spans and flags equal a fresh
+    encode/segment after every edit; the only full re-encodes are while a text holds a byte
+    the vocabulary lacks (st.text may draw one)."""
+    enc = inc.IncrementalEncoder(smollm2, text, special=special)
+    assert enc.incremental
+    _check(enc, smollm2, text, special)
+    texts = [text]
+    for _ in range(6):
+        texts.append(_edits(enc, smollm2, texts[-1], special, data, SMOL_INSERT, n=1))
+    if all(smollm2.words_exact(t) for t in texts):
+        assert enc.full_encodes == 0
+
+
+@pytest.mark.parametrize("name", ["llama-bpe", "smollm2"])
+def test_ascii_typing_in_a_large_document_stays_local(request, name):
+    tok = request.getfixturevalue("llama_bpe" if name == "llama-bpe" else "smollm2")
+    eot = "<|eot_id|>" if name == "llama-bpe" else "<|im_end|>"
+    text = f"The quick brown fox can't jump 1234 times; it's {eot} here.\n" * 500
     for special in (False, True):
-        enc = inc.IncrementalEncoder(llama_bpe, text, special=special)
+        enc = inc.IncrementalEncoder(tok, text, special=special)
         edited = text
         for start, removed, inserted in [(20_000, 0, "x"), (10, 1, ""), (len(edited) - 1, 1, "!"),
-                                         (0, 0, " "), (777, 0, "'ll"), (4000, 3, "<|eot_id|>"), (31, 0, "9")]:
+                                         (0, 0, " "), (777, 0, "'ll"), (4000, 3, eot), (31, 0, "9"),
+                                         (33, 0, " 5"), (34, 1, "")]:
             enc.apply_edit(start, removed, inserted)
             edited = edited[:start] + inserted + edited[start + removed:]
             assert enc.last_splice.removed < 12 and enc.last_splice.added < 12
         assert enc.full_encodes == 0
-        assert list(enc.ids) == llama_bpe.encode(edited, special=special) and enc.text == edited
-        assert _records(enc.tokens()[-40:]) == _records(llama_bpe.segment(edited, special=special)[-40:])
+        assert list(enc.ids) == tok.encode(edited, special=special) and enc.text == edited
+        assert _records(enc.tokens()[-40:]) == _records(tok.segment(edited, special=special)[-40:])
 
 
 def test_user_defined_tokens_are_cut_out_without_special_matching():
@@ -146,19 +187,36 @@ def test_user_defined_tokens_are_cut_out_without_special_matching():
 
 # ---- fallbacks --------------------------------------------------------------------------------
 
-def test_multi_stage_pre_tokenizer_re_encodes_in_full(smollm2):
-    enc = inc.IncrementalEncoder(smollm2, "Hello 123 world")
-    assert not enc.incremental and "'smollm' pre-tokenizer" in enc.reason
-    assert not inc.local_edits(smollm2)
+def test_multi_stage_pre_tokenizer_without_one_regex_re_encodes_in_full(smollm2):
+    """falcon's three stages have no one-regex form (llama_pre.ONE_REGEX)."""
+    tok = LlamaBPETokenizer(smollm2.vocab, smollm2.merges, llama_pre_tokenizer("falcon"), name="smollm2/falcon")
+    enc = inc.IncrementalEncoder(tok, "Hello 123 world")
+    assert not enc.incremental and "'falcon' pre-tokenizer" in enc.reason
+    assert not inc.local_edits(tok)
     enc.apply_edit(6, 0, "4")
     assert enc.full_encodes == 1
-    _check(enc, smollm2, "Hello 4123 world", False)
+    _check(enc, tok, "Hello 4123 world", False)
 
 
-def test_missing_bytes_fall_back_while_the_text_holds_one(smollm2_one_stage):
+def test_smollm2_digits_edit_locally(smollm2):
+    """A digit is a word of its own, and the spaces before it one word: typing digits, spaces
+    and letters around them stays local."""
+    text = "Hello 123 world"
+    enc = inc.IncrementalEncoder(smollm2, text)
+    assert enc.incremental and inc.local_edits(smollm2, True) and not inc.supports_edits(smollm2)
+    for start, removed, inserted in [(6, 0, "4"), (5, 0, " "), (7, 0, "x"), (7, 1, ""), (6, 1, ""),
+                                     (9, 0, "'s"), (0, 0, "7"), (len(text), 0, " 8")]:
+        enc.apply_edit(start, removed, inserted)
+        text = text[:start] + inserted + text[start + removed:]
+        _check(enc, smollm2, text, False)
+    assert enc.full_encodes == 0
+
+
+@pytest.mark.parametrize("fixture", ["smollm2_one_stage", "smollm2"])
+def test_missing_bytes_fall_back_while_the_text_holds_one(request, fixture):
     """llama.cpp keeps a byte the vocabulary lacks as a merge barrier and drops it: every edit
     re-encodes in full while the text holds one (the spans around it take it in)."""
-    tok = smollm2_one_stage
+    tok = request.getfixturevalue(fixture)
     text = "Hello there, general Kenobi. " * 20
     enc = inc.IncrementalEncoder(tok, text)
     assert enc.incremental
