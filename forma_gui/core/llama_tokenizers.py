@@ -35,7 +35,7 @@ from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFI
                                         LlamaTokenizer, LlamaVocab, char_spans)
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, f32,
                                           merge_adjacent, merge_by_score)
-from forma_gui.core.slices import pause, sliced_dict, sliced_map
+from forma_gui.core.slices import cut_slices, pause, sliced_dict, sliced_map
 from forma_gui.core.tokenizer import MergeStep
 
 
@@ -285,16 +285,8 @@ def _split_words(escaped: str) -> list[str]:
     every `WORD_SLICE` or so characters: every match ends there, so the slices' matches are
     the whole string's (the GIL is free in between)."""
     words: list[str] = []
-    lo = 0
-    while len(escaped) - lo > WORD_SLICE:
-        m = _SPM_WORD_START.search(escaped, lo + WORD_SLICE)
-        if m is None:
-            break
-        pause()
-        words += _SPM_WORD.findall(escaped, lo, m.start() + 1)
-        lo = m.start() + 1
-    pause()
-    words += _SPM_WORD.findall(escaped, lo)
+    for lo, hi in cut_slices(escaped, _SPM_WORD_START, WORD_SLICE, shift=1):
+        words += _SPM_WORD.findall(escaped, lo, hi)
     return words
 #: a token text with ▁ after another character could merge across a word start
 _SPM_SEAM = re.compile(f"[^{SPACE}\0]{SPACE}")

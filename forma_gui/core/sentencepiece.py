@@ -33,7 +33,7 @@ from operator import ge, itemgetter
 from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from forma_gui.core.charsmap import CharsMap
-from forma_gui.core.slices import pause, sliced_array
+from forma_gui.core.slices import cut_slices, sliced_array
 from forma_gui.core.tokenizer import AddedToken, MergeStep, Token, Tokenizer
 
 SPACE = "\u2581"                     # ▁ LOWER ONE EIGHTH BLOCK, the whitespace meta symbol
@@ -386,16 +386,8 @@ def split_at_word_starts(normalized: bytes) -> list[bytes]:
     True
     """
     words: list[bytes] = []
-    lo = 0
-    while len(normalized) - lo > WORD_SLICE:
-        cut = _WORD_CUT.search(normalized, lo + WORD_SLICE)
-        if cut is None:
-            break
-        pause()
-        words += _WORD_CUT.split(normalized[lo:cut.start()])
-        lo = cut.start()
-    pause()
-    words += _WORD_CUT.split(normalized[lo:] if lo else normalized)
+    for lo, hi in cut_slices(normalized, _WORD_CUT, WORD_SLICE):
+        words += _WORD_CUT.split(normalized[lo:hi] if (lo, hi) != (0, len(normalized)) else normalized)
     return words
 
 

@@ -20,7 +20,7 @@ to hold a worker back while the GUI thread is handling events.
 from __future__ import annotations
 
 from itertools import islice
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 #: items per C-level pass: about a millisecond (a thread waiting for the GIL waits as long)
 SLICE = 1 << 12
@@ -129,6 +129,29 @@ def sliced_split(text: str, sep: str) -> list[str]:
             return parts
         parts += text[start:cut].split(sep)
         start = cut + len(sep)
+
+
+def cut_slices(text, cut, size: int, shift: int = 0) -> Iterator[tuple[int, int]]:
+    """(start, end) slices of `text` (str or bytes) of about `size` each, every one but the
+    last ending where the compiled pattern `cut` next matches (its start plus `shift`), so a
+    caller's regex pass over each slice can equal one pass over the whole text; `pause()`
+    comes before each slice.
+
+    >>> import re
+    >>> list(cut_slices("aa bb cc dd", re.compile(" "), 3))
+    [(0, 5), (5, 8), (8, 11)]
+    """
+    lo = 0
+    while len(text) - lo > size:
+        found = cut.search(text, lo + size)
+        if found is None:
+            break
+        hi = found.start() + shift
+        pause()
+        yield lo, hi
+        lo = hi
+    pause()
+    yield lo, len(text)
 
 
 def sliced_join(sep: Any, items: list[Any]) -> Any:
