@@ -818,32 +818,40 @@ def _merge_id_columns(merges: list, piece_ids: Mapping[str, int], pieces: list[s
         return range(0), [], [], []
     temporaries: list[list] = []
     try:
-        sides = _split_merge_strings(merges) if sliced_all(str.__instancecheck__, merges) else None
-        if sides is None:  # pairs, or some string without exactly one space
-            if sliced_all(str.__instancecheck__, merges):
-                merges = sliced_map(str.split, merges, repeat(" "))
-                temporaries.append(merges)
-            if sliced_set(len, merges) != {2}:
-                return None
-            sides = sliced_map(itemgetter(0), merges), sliced_map(itemgetter(1), merges)
-        lefts, rights = sides
-        temporaries += (lefts, rights)
-        get = piece_ids.get
-        left_ids, right_ids = sliced_map(get, lefts), sliced_map(get, rights)
-        if None in left_ids or None in right_ids:
-            return None
-        joined = sliced_map(str.__add__, lefts, rights)
-        temporaries.append(joined)
-        first = get(joined[0])
-        if first is not None and _slice_equals(pieces, first, joined):
-            merged = range(first, first + len(joined))  # trained vocabularies list results in merge order
-        else:
-            merged = sliced_map(get, joined)
-            if None in merged:
-                return None
-        return range(len(merges)), left_ids, right_ids, merged
+        return _merge_id_columns_of(merges, piece_ids, pieces, temporaries)
+    except (TypeError, KeyError):  # a number, a mapping, an unhashable side: _merge_id_rows says which
+        return None
     finally:
         release(*temporaries)
+
+
+def _merge_id_columns_of(merges: list, piece_ids: Mapping[str, int], pieces: list[str],
+                         temporaries: list[list]):
+    """`_merge_id_columns`' passes; the lists it makes for itself go in `temporaries`."""
+    sides = _split_merge_strings(merges) if sliced_all(str.__instancecheck__, merges) else None
+    if sides is None:  # pairs, or some string without exactly one space
+        if sliced_all(str.__instancecheck__, merges):
+            merges = sliced_map(str.split, merges, repeat(" "))
+            temporaries.append(merges)
+        if sliced_set(len, merges) != {2} or str in sliced_set(type, merges):
+            return None  # "ab" would read as the pair a, b
+        sides = sliced_map(itemgetter(0), merges), sliced_map(itemgetter(1), merges)
+    lefts, rights = sides
+    temporaries += (lefts, rights)
+    get = piece_ids.get
+    left_ids, right_ids = sliced_map(get, lefts), sliced_map(get, rights)
+    if None in left_ids or None in right_ids:
+        return None
+    joined = sliced_map(str.__add__, lefts, rights)
+    temporaries.append(joined)
+    first = get(joined[0])
+    if first is not None and _slice_equals(pieces, first, joined):
+        merged = range(first, first + len(joined))  # trained vocabularies list results in merge order
+    else:
+        merged = sliced_map(get, joined)
+        if None in merged:
+            return None
+    return range(len(merges)), left_ids, right_ids, merged
 
 
 _count_spaces = methodcaller("count", " ")
@@ -906,7 +914,8 @@ def _merge_id_rows(merges: list, piece_ids: dict[str, int], strict: bool):
     ranks: list[int] = []
     columns: tuple[list[int], list[int], list[int]] = ([], [], [])
     for rank, merge in enumerate(merges):
-        parts = merge.split(" ") if isinstance(merge, str) else list(merge)
+        parts = merge.split(" ") if isinstance(merge, str) else \
+            list(merge) if isinstance(merge, (list, tuple)) else []
         if len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
             problem = f"expected two pieces separated by one space, got {merge!r}"
         else:

@@ -17,7 +17,6 @@ import gc
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +116,14 @@ def _vocab(vocab: dict, path: Path) -> dict[str, int]:
 
 
 def _merges(merges: list, path: Path) -> list:
-    """model.merges: "left right" strings, or [left, right] pairs of strings."""
-    kinds = set(map(type, merges))  # C-level passes: no Python step per merge
-    if kinds == {str} or kinds == {list} and set(map(len, merges)) == {2} \
-            and set(map(type, chain.from_iterable(merges))) == {str}:
+    """model.merges: "left right" strings, or [left, right] pairs of strings.
+
+    One C-level pass here: all strings or all lists. The rest (two sides, both strings, both
+    tokens) is checked where each merge is looked up: ByteLevelBPETokenizer raises a
+    MergeError with the merge's index, which _load reports as model.merges[i].
+    """
+    kinds = set(map(type, merges))
+    if kinds <= {str} or kinds == {list}:
         return merges
     for n, m in enumerate(merges):
         if not (isinstance(m, str) or (isinstance(m, list) and len(m) == 2

@@ -46,6 +46,15 @@ def test_merge_errors_and_lenient_mode():
     assert tok.encode("ab") == [256]
 
 
+@pytest.mark.parametrize("bad", [5, None, {"a": 0, "b": 1}, ("a", ["b"]), ("a",), "ab", ("a", "b", "c")])
+def test_a_malformed_merge_among_pairs_is_a_merge_error(bad):
+    """Whatever the item (JSON gives numbers, objects and nested lists), the merge is named by
+    its index, never a TypeError or KeyError from the look-ups."""
+    with pytest.raises(MergeError) as info:
+        ByteLevelBPETokenizer(BYTES + ["ab"], [("a", "b"), bad])
+    assert info.value.index == 1
+
+
 def test_vocab_mapping_with_holes_and_literal_pieces():
     vocab = {p: i for i, p in enumerate(BYTES)}
     vocab["<pad>"] = 300  # ids 256..299 unused
