@@ -73,7 +73,6 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         super().__init__(vocab, name=name, path=path)
         self._word_tables: dict | None = None
         self._word_cache: dict[str, WordTokens] = {}
-        self._token_bytes: dict[int, bytes] = {}
         self._lock = threading.Lock()
 
     def _normal_bytes(self, token_id: int) -> bytes:
@@ -82,13 +81,6 @@ class LlamaSPMTokenizer(LlamaTokenizer):
     def clear_cache(self) -> None:
         """Forget the cached words (benchmarks measure cold starts with it)."""
         self._word_cache.clear()
-
-    def token_bytes(self, token_id: int) -> bytes:
-        """What the token prints as, remembered per id (`segment` asks once per token)."""
-        data = self._token_bytes.get(token_id)
-        if data is None:
-            data = self._token_bytes[token_id] = super().token_bytes(token_id)
-        return data
 
     def _score_table(self) -> list[float]:
         scores = getattr(self, "_scores_list", None)
@@ -549,16 +541,7 @@ class LlamaBPETokenizer(LlamaTokenizer):
         self._missing: frozenset[str] | None = None  # byte symbols the vocabulary lacks
         self._missing_bytes = b""                    # their bytes
         self._lengths = None  # numpy byte length per token, for _inner_spans
-        self._token_bytes: dict[int, bytes] = {}
         self._lock = threading.Lock()
-
-    def token_bytes(self, token_id: int) -> bytes:
-        """What the token prints as, remembered per id (`segment`, `decode_bytes` and the live
-        encoder ask once per token: 8 us each uncached)."""
-        data = self._token_bytes.get(token_id)
-        if data is None:
-            data = self._token_bytes[token_id] = super().token_bytes(token_id)
-        return data
 
     def _normal_bytes(self, token_id: int) -> bytes:
         from forma_gui.core.byte_map import unicode_str_to_bytes
@@ -663,15 +646,10 @@ class LlamaBPETokenizer(LlamaTokenizer):
         which must not hold the GIL long in a window's worker: a fragment over
         INNER_MAX_CHARS is cut at spaces after other characters, where every stage of a
         space-safe pre-tokenizer (core.patterns.SPACE_SAFE) splits anyway."""
-        self.inner  # noqa: B018 - sets _missing
         if not fragment or (any(self.pre.wide) and not fragment.isascii()):
             return None
-        if not fragment.isascii() and _SURROGATE.search(fragment):
+        if not self.words_exact(fragment):
             return None
-        if self._missing:  # fine while no word holds a byte the vocabulary lacks
-            data = fragment.encode("utf-8")
-            if len(data.translate(None, self._missing_bytes)) != len(data):
-                return None
         if len(fragment) <= INNER_MAX_CHARS:
             return [(0, len(fragment))]
         return _space_cuts(fragment, INNER_MAX_CHARS) if self._cuttable() else None

@@ -376,6 +376,7 @@ class LlamaTokenizer(Tokenizer):
                  for i in vocab._special_cache or ()]
         super().__init__(name=name, path=path, added_tokens=added)
         self.vocab = vocab
+        self._token_bytes: dict[int, bytes] = {}
         specials = vocab.specials
         self.bos_id, self.eos_id = specials.get("bos"), specials.get("eos")
         self.unk_id, self.pad_id = specials.get("unk"), specials.get("pad")
@@ -398,8 +399,13 @@ class LlamaTokenizer(Tokenizer):
         return None if self.vocab.scores is None else self.vocab.score(token_id)
 
     def token_bytes(self, token_id: int) -> bytes:
-        """llama_token_to_piece(special=true): what the token prints as."""
-        return self.vocab.piece_bytes(token_id, self._normal_bytes(token_id), True)
+        """llama_token_to_piece(special=true): what the token prints as, remembered per id
+        (`segment`, `decode_bytes` and the live encoder ask once per token: ~8 us uncached)."""
+        data = self._token_bytes.get(token_id)
+        if data is None:
+            data = self.vocab.piece_bytes(token_id, self._normal_bytes(token_id), True)
+            self._token_bytes[token_id] = data
+        return data
 
     @abstractmethod
     def _normal_bytes(self, token_id: int) -> bytes:
