@@ -817,10 +817,7 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _encode_ordinary(self, text: str) -> list[int]:
         """The ids of `_encode_spans`, without the spans when no piece needs populating."""
-        normalized, n2o = self.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
-        if not normalized:
-            return []
-        result = self.encode_normalized(normalized)
+        normalized, n2o, result = self._model_pieces(text)
         ids = list(map(itemgetter(0), result))
         if self.tables()["special_ids"].isdisjoint(ids):
             return ids
@@ -828,11 +825,13 @@ class SentencePieceTokenizer(Tokenizer):
 
     def _encode_spans(self, text: str) -> list[tuple[int, int, int]]:
         """(id, original byte start, original byte end) per token."""
-        data = text.encode("utf-8", "surrogatepass")
-        normalized, n2o = self.normalizer.normalize(data)
-        if not normalized:
-            return []
-        return self._populate(normalized, n2o, self.encode_normalized(normalized))
+        return self._populate(*self._model_pieces(text))
+
+    def _model_pieces(self, text: str) -> tuple[bytes, list[int], list[tuple[int, int]]]:
+        """(normalized bytes, normalized -> original byte offsets, the model's (id, byte
+        length) pairs) of `text`, before populating (byte fallback, unknown runs)."""
+        normalized, n2o = self.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
+        return normalized, n2o, self.encode_normalized(normalized) if normalized else []
 
     def encode_normalized(self, normalized: bytes) -> list[tuple[int, int]]:
         """The model's (id, byte length) pairs for already-normalized bytes (Model::Encode)."""
@@ -1096,11 +1095,12 @@ class SentencePieceTokenizer(Tokenizer):
         return self._tokens(text, spans)
 
     def _pieces(self, text: str, special: bool) -> Iterator[tuple[int, str, AddedToken | None, int]]:
-        """(byte offset, text, added token or None, byte length) of each piece `segment`
-        encodes on its own: the whole text, or with `special` the added tokens' matches
-        (found again in the UTF-8 from where the previous piece ended) and what lies between."""
+        """(byte offset, text, added token or None, byte length of an added token's match)
+        of each piece `segment` encodes on its own: the whole text (length 0: not used), or
+        with `special` the added tokens' matches (found again in the UTF-8 from where the
+        previous piece ended) and what lies between."""
         if not (special and self.added_tokens):
-            yield 0, text, None, -1
+            yield 0, text, None, 0
             return
         from forma_gui.core.special import split_added
 
@@ -1153,8 +1153,7 @@ class SentencePieceTokenizer(Tokenizer):
         """`_encode_spans` as (ids, byte starts, byte ends) int64 arrays."""
         import numpy as np
 
-        normalized, n2o = self.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
-        result = self.encode_normalized(normalized) if normalized else []
+        normalized, n2o, result = self._model_pieces(text)
         if not result:
             none = np.zeros(0, dtype=np.int64)
             return none, none, none
