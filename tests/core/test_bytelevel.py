@@ -231,15 +231,18 @@ def _assert_cold_and_warm_plain(tok, text: str) -> None:
     assert tok.encode(text) == _plain(tok, text)  # warm
 
 
+def _random_words(rng: random.Random, alphabet: str, n: int) -> list[str]:
+    """n words of 1-9 characters drawn from `alphabet`."""
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 9))) for _ in range(n)]
+
+
 @pytest.mark.parametrize("first, last", [("Привет", " end  "), ("start", " конец  "), ("x", " y"),
                                          ("  漢字", "\n"), ("ok", " ok")])
 def test_cold_batch_with_ascii_and_other_chunks_equals_plain_merging(gpt2, r50k, first, last):
     # The missing chunks are pre-tokenized in two groups (ASCII through the `re` twin, the
     # rest through `regex`); the text's first chunk (no leading space) and last one (may end
     # in spaces) must each lead or end its own group, whichever that is.
-    rng = random.Random(8)
-    words = ["".join(rng.choice("abcXYZ09'.,;-дежз中文") for _ in range(rng.randint(1, 9)))
-             for _ in range(3 * bytelevel.BATCH)]
+    words = _random_words(random.Random(8), "abcXYZ09'.,;-дежз中文", 3 * bytelevel.BATCH)
     text = first + " " + " ".join(words) + last
     for tok in (gpt2, r50k):
         _assert_cold_and_warm_plain(tok, text)
@@ -254,9 +257,7 @@ def test_cold_batch_through_the_wide_twin_equals_plain_merging(gpt2, r50k, first
     # other characters (emoji, Arabic digits) through `regex`: three groups, and the text's first
     # and last chunk must each lead or end its own.
     monkeypatch.setattr(bytelevel, "WIDE_CHARS", 0)
-    rng = random.Random(5)
-    words = ["".join(rng.choice("abcXY09'.,дежзЁ中文。ｱ가\u3000ſ😀٣") for _ in range(rng.randint(1, 9)))
-             for _ in range(4 * bytelevel.BATCH)]
+    words = _random_words(random.Random(5), "abcXY09'.,дежзЁ中文。ｱ가\u3000ſ😀٣", 4 * bytelevel.BATCH)
     text = first + " " + " ".join(words) + last
     for tok in (gpt2, r50k):
         _assert_cold_and_warm_plain(tok, text)

@@ -270,27 +270,32 @@ def test_tile_spans_examples():
     assert tile_spans([], 3) == []
 
 
-@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4))), st.integers(0, 3))
+def _token_spans(steps: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], int]:
+    """(spans as tokenizers make them, overlapping or not, the furthest end) from drawn steps."""
+    spans, pos = [], 0
+    for back, width in steps:
+        start = max(0, pos - back % 3) if back > 9 else pos + back % 2
+        spans.append((start, start + width))
+        pos = max(pos, start + width)
+    return spans, pos
+
+
+STEPS = st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4)))
+
+
+@given(STEPS, st.integers(0, 3))
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
 def test_tile_spans_shortcut_equals_clusters(steps, tail):
     """Spans as tokenizers make them (starts never go back), overlapping or not."""
-    spans, pos = [], 0
-    for back, width in steps:
-        start = max(0, pos - back % 3) if back > 9 else pos + back % 2
-        spans.append((start, start + width))
-        pos = max(pos, start + width)
+    spans, pos = _token_spans(steps)
     assert tile_spans(spans, pos + tail) == tile_spans_reference(spans, pos + tail)
 
 
-@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4))), st.integers(0, 3))
+@given(STEPS, st.integers(0, 3))
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
 def test_tile_columns_equal_clusters(steps, tail):
     """The numpy tiling: the reference's spans and flags while no end goes back, else None."""
-    spans, pos = [], 0
-    for back, width in steps:
-        start = max(0, pos - back % 3) if back > 9 else pos + back % 2
-        spans.append((start, start + width))
-        pos = max(pos, start + width)
+    spans, pos = _token_spans(steps)
     tiled = tile_columns([s for s, _ in spans], [e for _, e in spans], pos + tail)
     if any(e1 < e0 for (_, e0), (_, e1) in zip(spans, spans[1:])):
         assert tiled is None
