@@ -559,8 +559,10 @@ class LlamaBPETokenizer(LlamaTokenizer):
             if self._inner is None:
                 from forma_gui.core.bytelevel import ByteLevelBPETokenizer
 
+                one = self.pre.one_pattern  # smollm's two stages as one regex: ~5x faster on 1 MB
                 self._inner = ByteLevelBPETokenizer(
-                    self.vocab.tokens, self.merges, pattern=list(self.pre.patterns),
+                    self.vocab.tokens, self.merges,
+                    pattern=[one] if one is not None else list(self.pre.patterns),
                     ignore_merges=self.vocab.flags.get("ignore_merges", False), strict=False,
                     merge_ids=self._merge_ids, name=self.name)
                 self._merge_ids = None  # the merge table holds them now

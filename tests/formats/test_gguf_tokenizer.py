@@ -23,6 +23,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
 from forma_gui.core import llama_tokenizers
+from forma_gui.core import patterns as pats
 from forma_gui.core.byte_map import BYTE_TO_UNICODE
 from forma_gui.errors import FormatError
 from forma_gui.formats.gguf import GGUFFile
@@ -251,6 +252,13 @@ def test_smollm2_equals_hf_on_hypothesis_text(smol, data):
     tok, hf, missing = smol
     text = data.draw(_smol_text(missing))
     assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+def test_smollm2_encoder_runs_the_one_regex_form(smol):
+    """The byte-level encoder splits with llama_pre.ONE_REGEX's single regex, not the two
+    stages (the same words: test_smollm2_equals_hf_* and the fast-path tests check the ids)."""
+    tok, _, _ = smol
+    assert [p.pattern for p in tok.inner._patterns] == [pats.DIGITS_GPT2]
 
 
 def test_smollm2_missing_bytes_follow_llama_cpp(smol):
