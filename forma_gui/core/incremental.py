@@ -48,18 +48,53 @@ form `patterns.DIGITS_GPT2` is in VERIFIED, because then:
   the characters of their run (`tiled`);
 * no BOS/EOS: the Tokenize view shows `encode`/`segment`, which add none.
 
+llama.cpp's SentencePiece BPE (GGUF ``llama`` vocabularies: Llama 2, Mistral, Gemma;
+`LlamaSPMTokenizer`) has no pre-tokenizer regex; its cuts come from the vocabulary:
+
+* the session merges two adjacent symbols only into a token, so it never merges across two
+  adjacent characters that stand side by side in no token text (spaces escaped to ``▁``;
+  `LlamaSPMTokenizer.joinable_pairs`). Such a place splits a fragment into parts that never
+  interact: a pair's place in the queue is its score, then its position, so each part gets
+  the merges, final symbols and byte fallback it gets alone (the argument of the class
+  docstring, whose word starts, a ``▁`` after another character, are such places; CJK text,
+  whose pairs are mostly in no token, has them nearly everywhere). A *cut* is such a place
+  inside a fragment: the tokens before it depend only on the text before it, and the tokens
+  after it are those of the fragment's tail, encoded without the prepended ``▁``
+  (`fragment_spans` with after_special false); a run of joinable pairs is one region, as
+  it is one merge in llama.cpp.
+* the region between the cut r before the edit and the cut q after it (or the fragment ends
+  when there are none) is re-encoded piece by piece between its special tokens: a piece that
+  starts a fragment (at r when r is the text's start or a special token's end, or after a
+  special token in the region) gets the prepended ``▁`` of add_space_prefix, as every
+  fragment does (no fragment follows another); the one starting at a cut does not. The
+  special tokens are the partition's, found as for llama.cpp's BPE (`_rescan_matches`), and
+  flagged special by place, as `segment` flags them (a merge after a prepended ``▁`` may spell
+  a user-defined token's text: not special there).
+* the tokens' raw spans (the prepended ``▁`` clamped to zero width) tile the text with no gap
+  when every byte has a token (its ``<0xNN>`` one, else unk; `_spm_reason`), so `segment`'s
+  tiling (`tile_spans`: byte-fallback tokens of one character form a cluster, each spanning
+  it, partial) is local: the region's clusters are its own (`_tiled`).
+* lone surrogates are characters like any other (three byte-fallback tokens), and there is
+  no normalizer: nothing else falls back. The whole text is encoded from the tokenizer's
+  `segment_columns`, ids included (one pass, no Token per token).
+
 The text lives in `TextBlocks`: copying a 1 MB str of Cyrillic already costs over 1 ms here.
 
 Where the shortcut is not provably right the encoder re-encodes everything (`full_encodes`
 counts it), so the result is always exact:
 
-* always (`reason` says why): tokenizers other than ByteLevelBPETokenizer and
-  LlamaBPETokenizer (SentencePiece, WordPiece), a regex outside VERIFIED (custom ones, several
-  Split stages, llama.cpp regex stages without a one-regex form); with special=True, added tokens with lstrip/rstrip/
-  single_word/normalized flags, or add_prefix_space; for llama.cpp, partition tokens with the
-  LSTRIP/RSTRIP attributes or texts that can overlap, or add_space_prefix;
-* while the text has lone surrogates, or the tokenizer's normalizer (NFC, NFKC, ...) would
-  change it (prepare() then rewrites the text, so offsets no longer line up);
+* always (`reason` says why): tokenizers other than ByteLevelBPETokenizer, LlamaBPETokenizer
+  and LlamaSPMTokenizer (SentencePiece .model files, WordPiece, llama.cpp's unigram), a regex
+  outside VERIFIED (custom ones, several Split stages, llama.cpp regex stages without a
+  one-regex form); with special=True, added tokens with lstrip/rstrip/single_word/normalized
+  flags, or add_prefix_space; for llama.cpp, partition tokens with the LSTRIP/RSTRIP
+  attributes or texts that can overlap, or add_space_prefix (byte-level BPE); for its
+  SentencePiece BPE, a vocabulary whose words can interact (a token with ``▁`` after another
+  character, or a score that is not a number: `LlamaSPMTokenizer._words` is None) or that
+  has bytes without a token (no ``<0xNN>`` token and no unk: llama.cpp drops them);
+* while the text has lone surrogates (not for llama.cpp's SentencePiece BPE), or the
+  tokenizer's normalizer (NFC, NFKC, ...) would change it (prepare() then rewrites the text,
+  so offsets no longer line up);
 * for one edit, when the region's token bytes differ from its text bytes (a vocabulary that
   lacks some byte and drops it or maps it to unk), or, for llama.cpp, when the region holds a
   byte the vocabulary lacks; and then while the tokens' bytes are not the text's (the spans
@@ -67,6 +102,9 @@ counts it), so the result is always exact:
 
 `supports_edits` is `local_edits` for ByteLevelBPETokenizer only: core.chunked slices the
 text for it, and knows nothing of llama.cpp's partition.
+
+`nbytes` is the tokens' bytes all together, as the view's TokenStore counts them (for
+llama.cpp's SentencePiece BPE, the prepended spaces included).
 """
 from __future__ import annotations
 
@@ -120,6 +158,8 @@ CUT_RULES: dict[str, str] = {
 }
 CUT = regex.compile("|".join(CUT_RULES.values()))
 CUT_BACKWARD = regex.compile("|".join(CUT_RULES.values()), regex.REVERSE)
+#: the escaped space of SentencePiece (what llama.cpp's SPM session turns U+0020 into)
+SPM_SPACE = "\u2581"
 #: first window (characters) searched for a cut; doubled until one is found
 CUT_WINDOW = 64
 _SURROGATE = regex.compile("[\ud800-\udfff]")
@@ -132,8 +172,8 @@ _LLAMA_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 class _Plan(NamedTuple):
     """How an IncrementalEncoder treats one tokenizer in one mode."""
 
-    pattern: regex.Pattern | None        # the VERIFIED pre-tokenizer regex; None: edits re-encode in full
-    reason: str                          # why they do ("" when they do not)
+    pattern: regex.Pattern | None        # the VERIFIED pre-tokenizer regex (None: no regex, see reason)
+    reason: str                          # why edits re-encode in full ("" when they do not)
     matched: tuple[tuple[str, int], ...]  # (text, id) the special-token scan cuts out; the first listed wins
     special_ids: frozenset[int]          # ids of the tokens flagged special
 
@@ -233,6 +273,11 @@ class IncrementalEncoder:
         self._added = _added_matcher(plan.matched) if plan.matched else None
         self._llama = _is_llama(tokenizer)
         self._disjoint = self._llama and not self.reason  # matches never overlap (see _llama_reason)
+        # llama.cpp's SentencePiece BPE: whole texts from its columns, regions between cuts
+        # (joinable_pairs) from its fragment_spans
+        self._columns = _is_spm(tokenizer)
+        self._spm = self._columns and not self.reason
+        self._joinable = tokenizer.joinable_pairs() if self._spm else None  # its cuts: the other pairs
         self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
         self._blocks = TextBlocks()
         self.full_encodes = 0
@@ -280,9 +325,12 @@ class IncrementalEncoder:
         self._blocks.set(inner)
         self._surrogates = len(_SURROGATE.findall(text)) if not text.isascii() else 0
         self._clean = not self._surrogates and all(unicodedata.is_normalized(f, text) for f in self._forms)
-        ids = self.tokenizer.encode(text, special=self.special)
-        self.ids = array("i", ids)
-        self._set_spans(text, inner, ids)
+        if self._columns:
+            self._set_columns(text)
+        else:
+            ids = self.tokenizer.encode(text, special=self.special)
+            self.ids = array("i", ids)
+            self._set_spans(text, inner, ids)
         if self._added is not None:
             self._find_all_matches(inner)
         self.last_splice = Splice(0, old, len(self.ids))
@@ -305,6 +353,24 @@ class IncrementalEncoder:
             self._m_starts = array("i", [s for s, _ in matches or ()])
             self._m_ends = array("i", [e for _, e in matches or ()])
         self.last_splice = Splice(0, old, len(self.ids))
+
+    def _set_columns(self, text: str) -> None:
+        """ids and spans for the whole text from the tokenizer's own columns (SPM: one pass, no
+        Token per token); they tile the text, as every local region's do (see _spm_reason)."""
+        from forma_gui.core.segment import segment_columns
+
+        columns = segment_columns(self.tokenizer, text, self.special)
+        if columns is None:  # spans that need tile_spans_reference
+            tokens = self.tokenizer.segment(text, special=self.special)
+            self.ids = array("i", [t.id for t in tokens])
+            self.starts = array("i", [t.start for t in tokens])
+            self.ends = array("i", [t.end for t in tokens])
+            self.flags = bytearray([t.partial | t.special << 1 for t in tokens])
+            self.nbytes = sum(len(t.data) for t in tokens)
+        else:
+            self.ids, self.starts, self.ends, self.flags = columns.ids, columns.starts, columns.ends, columns.flags
+            self.nbytes = columns.nbytes
+        self._aligned = True
 
     def _set_spans(self, text: str, inner: str, ids: list[int]) -> None:
         """starts/ends/flags for the whole text: vectorized when token bytes are the text's bytes."""
@@ -350,7 +416,11 @@ class IncrementalEncoder:
 
     def _local_ok(self, start: int, removed_len: int, inserted: str) -> bool:
         """Whether the edit can be handled locally (checked after the text changed)."""
-        if self.reason or not self._clean or self._surrogates or not self._aligned:
+        if self.reason:
+            return False
+        if self._spm:  # no normalizer, and lone surrogates are words' characters like any other
+            return True
+        if not self._clean or self._surrogates or not self._aligned:
             return False
         if start == 0 and self._prefix_space:
             text0 = self._blocks.slice(self._offset, self._offset + 1)
@@ -380,7 +450,10 @@ class IncrementalEncoder:
             u0, u1, seg_lo, seg_hi, matches = self._rescan_matches(e, removed, added)
         r = self._cut_before(u0, seg_lo)
         q, q_is_cut = self._cut_after(u1, seg_hi)
-        new = self._encode_region(r, q, q_is_cut, matches)
+        if self._spm:
+            new = self._encode_words(r, r != seg_lo, q, matches)
+        else:
+            new = self._encode_region(r, q, q_is_cut, matches)
         if new is None:
             return False
         self._splice(r, q - delta, new, delta)
@@ -388,12 +461,18 @@ class IncrementalEncoder:
 
     def _cut_before(self, u0: int, lo: int) -> int:
         """The last cut r with lo < r < u0 (both neighbours before u0), else lo."""
-        r = _find_backward(CUT_BACKWARD, self._blocks, lo, u0)
+        if self._joinable is not None:
+            r = _pair_cut_backward(self._blocks, lo, u0, self._joinable)
+        else:
+            r = _find_backward(CUT_BACKWARD, self._blocks, lo, u0)
         return lo if r is None else r
 
     def _cut_after(self, u1: int, hi: int) -> tuple[int, bool]:
         """(the first cut q with u1 < q < hi, True), else (hi, False)."""
-        q = _find_forward(CUT, self._blocks, u1, hi)
+        if self._joinable is not None:
+            q = _pair_cut_forward(self._blocks, u1, hi, self._joinable)
+        else:
+            q = _find_forward(CUT, self._blocks, u1, hi)
         return (hi, False) if q is None else (q, True)
 
     def _encode_region(self, r: int, q: int, q_is_cut: bool, matches: list[tuple[int, int, int]]):
@@ -412,6 +491,27 @@ class IncrementalEncoder:
             pos = m_end
         return _region_spans(self.tokenizer, self._blocks.slice(r, q), r, ids, self._offset, self._special_ids,
                              tiled=self._llama)
+
+    def _encode_words(self, r: int, r_is_cut: bool, q: int, matches: list[tuple[int, int, int]]):
+        """(ids, starts, ends, flags) of the new text[r:q] for llama.cpp's SentencePiece BPE, or
+        None if their spans do not tile it (not expected, see _spm_reason).
+
+        Each raw piece between the special tokens is encoded as what it is in the whole text: a
+        fragment, whose tokens get the prepended ``▁`` (every fragment follows the text's start
+        or a special token), or, from a cut r, a fragment's tail, without. A piece ending at the
+        cut q gets the tokens before q, whatever follows (see the module docstring).
+        """
+        text = self._blocks.slice(r, q)
+        fragment_spans = self.tokenizer.fragment_spans
+        spans: list[tuple[int, int, int, int]] = []  # (id, start, end, flag) in text[r:q]
+        pos, after_special = 0, not r_is_cut
+        for m_start, m_end, token_id in [*matches, (q, q, -1)]:
+            if m_start - r > pos:
+                spans += [(t, s, e, 0) for t, s, e in fragment_spans(text, pos, m_start - r, after_special)]
+            if token_id >= 0:
+                spans.append((token_id, m_start - r, m_end - r, SPECIAL))
+            pos, after_special = m_end - r, True
+        return _tiled(spans, len(text), r)
 
     def _encode_ordinary(self, text: str, drop_last: bool) -> list[int]:
         """Ids of ordinary text; with drop_last, its last character is only context."""
@@ -492,7 +592,7 @@ class IncrementalEncoder:
 
 def local_edits(tokenizer: "Tokenizer", special: bool = False) -> bool:
     """Whether an IncrementalEncoder re-encodes edits locally for this tokenizer and mode."""
-    return _plan(tokenizer, special).pattern is not None
+    return not _plan(tokenizer, special).reason
 
 
 def supports_edits(tokenizer: "Tokenizer", special: bool = False) -> bool:
@@ -522,13 +622,19 @@ def _is_llama(tokenizer: "Tokenizer") -> bool:
     return isinstance(tokenizer, LlamaTokenizer)
 
 
+def _is_spm(tokenizer: "Tokenizer") -> bool:
+    from forma_gui.core.llama_tokenizers import LlamaSPMTokenizer
+
+    return isinstance(tokenizer, LlamaSPMTokenizer)
+
+
 def _llama_plan(tokenizer, special: bool) -> _Plan:
     """The _Plan for a llama.cpp tokenizer; its special tokens are the ones its partition cuts
     out in this mode (user-defined ones always), and only those are flagged special."""
     cut = _partition_tokens(tokenizer, special)
     matched = tuple((text, token_id) for text, token_id, _ in cut)
     reason = _llama_reason(tokenizer, cut)
-    pattern = None if reason else tokenizer.word_pattern
+    pattern = None if reason or _is_spm(tokenizer) else tokenizer.word_pattern
     return _Plan(pattern, reason, matched, frozenset(token_id for _, token_id in matched))
 
 
@@ -546,6 +652,19 @@ def _partition_tokens(tokenizer, special: bool) -> list[tuple[str, int, bool]]:
 
 def _llama_reason(tokenizer, cut: list[tuple[str, int, bool]]) -> str:
     """Why edits re-encode in full for a llama.cpp tokenizer ("" when they need not)."""
+    reason = _spm_reason(tokenizer) if _is_spm(tokenizer) else _bpe_reason(tokenizer)
+    if reason:
+        return reason
+    stripped = [text for text, _, strip in cut if strip]
+    if stripped:
+        return f"special tokens with llama.cpp's lstrip/rstrip attributes ({stripped[0]!r})"
+    if not _overlap_free([text for text, _, _ in cut]):
+        return "special tokens whose texts can overlap (llama.cpp cuts them longest first, not leftmost)"
+    return ""
+
+
+def _bpe_reason(tokenizer) -> str:
+    """Why a llama.cpp tokenizer other than SPM cannot edit through its words ("" if it can)."""
     if not hasattr(tokenizer, "word_pattern"):
         return f"{tokenizer.kind} tokenizers are re-encoded in full"
     pattern = tokenizer.word_pattern
@@ -554,11 +673,20 @@ def _llama_reason(tokenizer, cut: list[tuple[str, int, bool]]) -> str:
                 f"stage(s)) is not one the incremental cuts were checked for")
     if tokenizer.vocab.flags.get("add_space_prefix"):
         return "add_space_prefix (the decoded bytes drop a leading space)"
-    stripped = [text for text, _, strip in cut if strip]
-    if stripped:
-        return f"special tokens with llama.cpp's lstrip/rstrip attributes ({stripped[0]!r})"
-    if not _overlap_free([text for text, _, _ in cut]):
-        return "special tokens whose texts can overlap (llama.cpp cuts them longest first, not leftmost)"
+    return ""
+
+
+def _spm_reason(tokenizer) -> str:
+    """Why llama.cpp's SentencePiece BPE cannot edit between cuts ("" if it can): its words must
+    never interact (`LlamaSPMTokenizer._words`), and every byte must have a token (the
+    ``<0xNN>`` one, else unk), so that the tokens' spans tile the text with no gap."""
+    from forma_gui.core.llama_tokenizers import byte_token
+
+    if not tokenizer.words_independent():
+        return ("a token holds ▁ after another character, or a score is not a number: "
+                "merges can cross the spaces of a fragment")
+    if any(byte_token(tokenizer.vocab, b) is None for b in range(256)):
+        return "bytes without a token (no <0xNN> one, no unknown token): llama.cpp drops them"
     return ""
 
 
@@ -664,6 +792,35 @@ def _find_forward(pattern: regex.Pattern, blocks: TextBlocks, lo: int, hi: int) 
         width *= 2
 
 
+def _pair_cut_backward(blocks: TextBlocks, lo: int, hi: int, joinable: frozenset[str]) -> int | None:
+    """The last r with lo < r < hi where (text[r - 1], text[r]), spaces escaped, is no joinable
+    pair (`LlamaSPMTokenizer.joinable_pairs`); windows doubling back from hi, overlapping by a
+    character so that every pair is looked at once."""
+    width, b = CUT_WINDOW, hi
+    while b - lo >= 2:
+        a = max(lo, b - width)
+        window = blocks.slice(a, b).replace(" ", SPM_SPACE)
+        for k in range(len(window) - 1, 0, -1):
+            if window[k - 1:k + 1] not in joinable:
+                return a + k
+        b, width = a + 1, width * 2
+    return None
+
+
+def _pair_cut_forward(blocks: TextBlocks, lo: int, hi: int, joinable: frozenset[str]) -> int | None:
+    """The first q with lo < q < hi where (text[q - 1], text[q]) is no joinable pair (see
+    `_pair_cut_backward`)."""
+    width, a = CUT_WINDOW, lo
+    while hi - a >= 2:
+        b = min(hi, a + width)
+        window = blocks.slice(a, b).replace(" ", SPM_SPACE)
+        for k in range(1, len(window)):
+            if window[k - 1:k + 1] not in joinable:
+                return a + k
+        a, width = b - 1, width * 2
+    return None
+
+
 def _shift(column: array, start: int, delta: int) -> None:
     """column[start:] += delta (C speed)."""
     if delta and start < len(column):
@@ -736,6 +893,37 @@ def _region_spans(tokenizer: "Tokenizer", text: str, base: int, ids: list[int], 
     if tiled and char_at is not None:
         _tile_runs(encoded, datas, starts, ends)
     return ids, starts, ends, flags
+
+
+def _tiled(spans: list[tuple[int, int, int, int]], length: int, base: int):
+    """(ids, starts, ends, flags) of a region's raw (id, start, end, flag) spans tiled as
+    `sentencepiece.tile_spans` tiles them: tokens overlapping the cluster before them (byte
+    fallback pieces of one character) join it, and every member spans the cluster, partial
+    when it has several. None unless the clusters tile [0, length) with no gap: then `segment`'s
+    spans of the whole text, tiled alike, are these shifted by `base`.
+
+    >>> ids, starts, ends, flags = _tiled([(7, 0, 0, 0), (8, 0, 1, 0), (9, 1, 2, 0), (10, 1, 2, 0)], 2, 5)
+    >>> starts, ends, list(flags)
+    ([5, 5, 6, 6], [5, 6, 7, 7], [0, 0, 1, 1])
+    """
+    clusters: list[list[int]] = []  # [start, end, first token, last token]
+    for k, (_, s, e, _) in enumerate(spans):
+        if clusters and s < clusters[-1][1]:
+            cluster = clusters[-1]
+            cluster[1], cluster[3] = max(cluster[1], e), k
+        elif s != (clusters[-1][1] if clusters else 0):
+            return None  # a gap: the tiled spans would reach out of the region
+        else:
+            clusters.append([s, e, k, k])
+    if (clusters[-1][1] if clusters else 0) != length:
+        return None
+    starts, ends, flags = [], [], bytearray()
+    for s, e, first, last in clusters:
+        for k in range(first, last + 1):
+            starts.append(base + s)
+            ends.append(base + e)
+            flags.append((last > first) | spans[k][3])
+    return [t for t, _, _, _ in spans], starts, ends, flags
 
 
 def _tile_runs(encoded: bytes, datas: list[bytes], starts: list[int], ends: list[int]) -> None:

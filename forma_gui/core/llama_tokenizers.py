@@ -73,6 +73,7 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         super().__init__(vocab, name=name, path=path)
         self._word_tables: dict | None = None
         self._word_cache: dict[str, WordTokens] = {}
+        self._joinable: frozenset[str] | None = None
         self._lock = threading.Lock()
 
     def _normal_bytes(self, token_id: int) -> bytes:
@@ -227,6 +228,39 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         ids, scores = self.vocab.token_to_id, self._score_table()
         final, _ = merge_by_score(list(escaped), lambda a, b: _score(ids, scores, a + b))
         return self._symbol_spans(final, start, prefix)
+
+    # ---- cuts, for core.incremental (edits re-encode the text between two of them) -------
+    def words_independent(self) -> bool:
+        """Whether every fragment falls apart into words that never interact (`_words`)."""
+        return self._words() is not None
+
+    def joinable_pairs(self) -> frozenset[str]:
+        """Every two characters that stand side by side in some token text (▁ for a space).
+
+        A merge only makes a token, so no symbol ever holds two adjacent characters that are
+        not listed: the session never merges across them, and the characters on either side
+        fall apart into parts that never interact (the argument of the class docstring, which
+        is the case of a ▁ after another character). One vectorized pass over the texts
+        joined by NUL: the pairs that adds only hide places where the text could be cut.
+        """
+        with self._lock:
+            if self._joinable is None:
+                import numpy as np
+
+                joined = "\0".join(self.vocab.token_to_id)
+                points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+                codes = np.unique((points[:-1].astype(np.int64) << 21) | points[1:])  # code points < 2**21
+                self._joinable = frozenset(chr(c >> 21) + chr(c & 0x1FFFFF) for c in codes.tolist())
+            return self._joinable
+
+    def fragment_spans(self, text: str, start: int, end: int,
+                       after_special: bool) -> list[tuple[int, int, int]]:
+        """The raw fragment ``text[start:end]``'s tokens as (id, start, end) in `text`, before
+        `segment` tiles them; after_special: llama.cpp's is_prev_special (true for every
+        fragment of a text, none follows another), which prepends a ``▁`` with
+        add_space_prefix. With it false, the tokens of a fragment's tail that starts where no
+        merge crosses (a word start, or any two characters `joinable_pairs` lacks)."""
+        return self._fragment_spans(text, start, end, after_special)
 
 
 class WordTokens(NamedTuple):

@@ -122,12 +122,12 @@ def test_gguf_bpe_typing_goes_through_the_live_encoder(qtbot, view, name):
     assert view._live is live and live.full_encodes == 0
 
 
-def test_gguf_spm_typing_re_segments_through_columns(qtbot, view, monkeypatch):
-    """A Llama-2-style GGUF has no live encoder: each edit re-segments the whole text in the
-    worker, from segment()'s columns (core.segment.segment_columns), never Token objects;
+def test_gguf_spm_typing_goes_through_the_live_encoder(qtbot, view, monkeypatch):
+    """A Llama-2-style GGUF follows typing with the live encoder (core.incremental: its words,
+    the space prefix of every fragment), built from segment()'s columns, never Token objects;
     the view always equals segment() of the editor's text, token by token."""
     tok = load_tokenizer(data_file("gguf-vocab", "ggml-vocab-llama-spm.gguf"))
-    _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  x", "</s>")
+    _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  x", "</s>", live=True)
 
 
 def test_sentencepiece_model_typing_re_segments_through_columns(qtbot, view, monkeypatch):
@@ -139,9 +139,10 @@ def test_sentencepiece_model_typing_re_segments_through_columns(qtbot, view, mon
 
 
 def _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, head: str,
-                                        tail: str) -> None:
+                                        tail: str, *, live: bool = False) -> None:
     """Type (ASCII only: keyClicks aborts on other text) in the middle, at the start and at
-    the end, special off, on, off; after each edit the view equals segment() of its text."""
+    the end, special off, on, off; after each edit the view equals segment() of its text;
+    live: the view keeps a live encoder that never re-encoded in full."""
     calls, segment = [], type(tok).segment
     monkeypatch.setattr(tok, "segment", lambda *a, **k: calls.append(a) or segment(tok, *a, **k))
     view.session.set_tokenizer(tok)
@@ -166,4 +167,8 @@ def _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, head: str
         assert list(got.flags) == [t.partial | t.special << 1 for t in want]
         assert got.nbytes == sum(len(t.data) for t in want)
         assert got[5] == want[5]
-    assert view._live is None and not calls  # no live encoder, and segment() never ran
+    assert not calls  # segment() never ran
+    if live:
+        assert view._live is not None and view._live.incremental and view._live.full_encodes == 0
+    else:
+        assert view._live is None
