@@ -9,7 +9,10 @@ process run. The issue's target: 40x faster than the from-scratch peers, about 2
 After the edits the ids are checked against tiktoken's from-scratch encode of the final text.
 The full run adds the llama-bpe GGUF (llama.cpp's byte-level BPE with Llama 3's vocabulary),
 against HF tokenizers over the same vocabulary and pre-tokenizer; its ids are checked against
-HF's encode of the final text.
+HF's encode of the final text; and the llama-spm GGUF (llama.cpp's SentencePiece BPE with Llama 2's
+vocabulary), against `sentencepiece` (C++) encoding the whole document with the same vocabulary
+written as a BPE model; its ids are checked against our own from-scratch encode of the final
+text (sentencepiece differs from llama.cpp where the text holds "<", see tests/core/test_llama_spm.py).
 """
 from __future__ import annotations
 
@@ -100,6 +103,7 @@ def run(quick: bool = False) -> list[BenchResult]:
                                        higher_is_better=False, target=TARGET, note=note))
     if not quick:
         results += _gguf(doc, size)
+        results += _gguf_spm(doc, size)
     return results
 
 
@@ -128,6 +132,40 @@ def _gguf(doc: str, size: str) -> list[BenchResult]:
             f"{enc.full_encodes} full re-encodes{same}")
     return [BenchResult(f"one-char edit in {size}, llama-bpe GGUF, vs from-scratch HF tokenizers", ours,
                         secs and secs * 1e3, "HF tokenizers", "ms", higher_is_better=False,
+                        target=TARGET, note=note)]
+
+
+def _gguf_spm(doc: str, size: str) -> list[BenchResult]:
+    """The same edits with the llama-spm GGUF (llama.cpp's SentencePiece BPE, Llama 2's vocabulary),
+    against sentencepiece encoding the whole document from scratch; the final ids are checked
+    against our from-scratch encode, and our from-scratch segment columns (what the Tokenize view
+    re-ran after each keystroke without the live encoder) are timed for the note."""
+    import tempfile
+    from pathlib import Path
+
+    from forma_gui.bench.tokenizer_load import _llama_spm_as_model
+    from forma_gui.core.incremental import IncrementalEncoder
+    from forma_gui.formats.loader import load_tokenizer
+
+    path = data_path("gguf-vocab", "ggml-vocab-llama-spm.gguf")
+    if not path.exists():
+        return []
+    tok = load_tokenizer(path)
+    enc = IncrementalEncoder(tok, doc)
+    times = edit_times(enc, 1000)
+    ours = statistics.median(times) * 1e3
+    ordered = sorted(times)
+    p90, worst = ordered[int(0.9 * len(times))] * 1e3, ordered[-1] * 1e3
+    same = "ids identical" if list(enc.ids) == tok.encode(enc.text) else "ids DIFFER"
+    scratch = median_time(lambda: tok.segment_columns(doc), repeat=3)
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = _llama_spm_as_model(tok, Path(tmp))
+        secs = median_time(lambda: lib.encode(doc), repeat=3) if lib else None
+    note = (f"median {ours:.2f} ms, p90 {p90:.2f} ms, max {worst:.1f} ms over {len(times)} edits "
+            f"(target ≤ 2 ms); {enc.full_encodes} full re-encodes; {same} with our from-scratch encode; "
+            f"our from-scratch segment columns {scratch * 1e3:.0f} ms")
+    return [BenchResult(f"one-char edit in {size}, llama-spm GGUF, vs from-scratch sentencepiece", ours,
+                        secs and secs * 1e3, "sentencepiece", "ms", higher_is_better=False,
                         target=TARGET, note=note)]
 
 
