@@ -95,6 +95,16 @@ def test_llama_spm_edits_are_local_but_never_sliced(llama, special):
     assert inc.IncrementalEncoder(llama, "x", special=special).incremental
 
 
+def test_joinable_pairs_are_the_pairs_of_the_token_texts(llama):
+    """Every two adjacent characters of every token text, and besides them only pairs with the
+    NUL that joins the texts for the vectorized pass (which hide cuts, never make one)."""
+    expected = {text[k:k + 2] for text in llama.vocab.tokens for k in range(len(text) - 1)}
+    pairs = llama.joinable_pairs()
+    assert expected <= pairs and all("\0" in p for p in pairs - expected)
+    astral = _small(["a\U0010fffd", "\U0010fffd" + SPACE], [-1.0, -1.0])
+    assert {"a\U0010fffd", "\U0010fffd" + SPACE} <= astral.joinable_pairs()
+
+
 def test_a_word_start_is_never_joinable(llama):
     """The cuts include every word start: no token holds ▁ after another character."""
     pairs = llama.joinable_pairs()
