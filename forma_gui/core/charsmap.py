@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from bisect import bisect_left, bisect_right
 
 from forma_gui.errors import FormatError
 
@@ -77,6 +78,7 @@ class CharsMap:
         self.stop_at_nul = stop_at_nul  # llama.cpp's walk ends at a 0x00 input byte
         self._strings: dict[int, bytes] = {}
         self._first: bytes | None = None  # lazily: which first bytes can start a match
+        self._children: tuple[list[int], bytes] | None = None  # lazily, for `followers`
         if blob:
             self._decode(bytes(blob), path, strict)
 
@@ -142,6 +144,49 @@ class CharsMap:
             s = self.normalized[value:stop if stop >= 0 else len(self.normalized)]
             self._strings[value] = s
         return s
+
+    def child(self, node: int, byte: int) -> int:
+        """The trie node after `byte` from `node` (0 is the root), or -1: the step
+        `longest_prefix` takes. Nodes are unit indices.
+
+        >>> CharsMap(b"").child(0, 0x41)
+        -1
+        """
+        units = self.units
+        if not units or (byte == 0 and self.stop_at_nul):
+            return -1
+        nxt = node ^ _offset(units[node]) ^ byte
+        return nxt if nxt < len(units) and units[nxt] & 0x800000FF == byte else -1
+
+    def value(self, node: int) -> bytes | None:
+        """The replacement of the key that ends at `node` (from `child`), or None."""
+        unit = self.units[node]
+        if not unit & 0x100:
+            return None
+        return self.replacement(self.units[node ^ _offset(unit)] & 0x7FFFFFFF)
+
+    def followers(self, node: int) -> bytes:
+        """The bytes `child` can take from `node` (which bytes may continue a key), in order."""
+        if not self.units:
+            return b""
+        if self._children is None:
+            self._children = self._child_labels()
+        bases, labels = self._children
+        base = node ^ _offset(self.units[node])
+        found = labels[bisect_left(bases, base):bisect_right(bases, base)]
+        return found[1:] if self.stop_at_nul and found[:1] == b"\0" else found
+
+    def _child_labels(self) -> tuple[list[int], bytes]:
+        """Every unit labelled with a byte is the child along that byte of the node whose
+        base is ``index ^ label`` (what `child` checks): (those bases sorted, their labels)."""
+        import numpy as np
+
+        units = np.frombuffer(self.units, dtype=np.uint32).astype(np.int64)
+        label = units & 0x800000FF
+        index = np.flatnonzero(label <= 0xFF)
+        base = index ^ label[index]
+        order = np.lexsort((label[index], base))
+        return base[order].tolist(), label[index][order].astype(np.uint8).tobytes()
 
     def can_start(self, byte: int) -> bool:
         """Whether some key begins with `byte` (a fast path for text that needs no mapping)."""

@@ -214,29 +214,21 @@ class Normalizer:
         return bytes(out), n2o
 
     def _body(self, data: bytes, pos: int, out: bytearray, n2o: list[int], fast: bool) -> None:
-        """The main loop of Normalizer::Normalize after the leading spaces. Runs of
-        characters that nothing maps, with single spaces between them (`plain_run`), are
-        copied in one step."""
+        """The main loop of Normalizer::Normalize after the leading spaces. The fast path
+        copies whole runs of characters whose normalization needs no look behind them
+        (`runs`) in C-level steps; the rest goes one prefix at a time."""
         n = len(data)
         remove = self.remove_extra_whitespaces
         escape = self.escape_whitespaces
-        plain = self.plain_run().match if fast else (lambda data, pos: None)
+        runs = self.runs() if fast else None
         is_prev_space = remove
         while pos < n:
-            run = plain(data, pos)
-            if run is not None:
-                end = run.end()
-                chunk = data[pos:end]
-                if end - pos >= LONG_RUN:
-                    _long_run(data, pos, end, out, n2o, escape)
-                elif 0x20 in chunk:
-                    _spaced_run(data, pos, end, out, n2o, escape)
-                else:
-                    out += chunk
-                    n2o.extend(range(pos, end) if chunk.isascii() else _char_starts(data, pos, end))
-                is_prev_space = False
-                pos = end
-                continue
+            if runs is not None:
+                run = runs.run.match(data, pos)
+                if run is not None:
+                    is_prev_space = runs.copy(data, pos, run.end(), out, n2o, is_prev_space)
+                    pos = run.end()
+                    continue
             piece, length = self.normalize_prefix(data, pos)
             if is_prev_space:
                 piece = piece.lstrip(b" ")
@@ -250,89 +242,307 @@ class Normalizer:
             if not remove:
                 is_prev_space = False
 
-    def plain_run(self) -> re.Pattern:
-        """A regex for runs of characters that normalize to themselves: no space, no
-        user-defined piece or charsmap key starts there, no surrogate (ED A0..BF). An ASCII
-        character that only starts longer keys (a letter before a combining accent) is
-        plain when the next byte cannot continue any of them. Single spaces between such
-        characters are in the run too when nothing maps a space: each one follows a
-        non-space, so the C++ keeps it whatever remove_extra_whitespaces says."""
-        pattern = getattr(self, "_plain", None)
-        if pattern is None:
-            matcher_first = self.matcher.first if self.matcher is not None else frozenset()
-            charsmap = self.charsmap
-
-            def ok(byte: int) -> bool:
-                return byte not in matcher_first and not (charsmap is not None
-                                                          and charsmap.can_start(byte))
-            ascii_ok = bytes(b for b in range(0x80) if b != 0x20 and ok(b))
-            alternatives = [_byte_class(ascii_ok)] if ascii_ok else []
-            alternatives += self._ascii_in_context(matcher_first)
-            for size, lo, hi in ((1, 0xC2, 0xE0), (2, 0xE0, 0xF0), (3, 0xF0, 0xF5)):
-                lead = bytes(b for b in range(lo, hi) if ok(b) and b != 0xED)
-                if lead:
-                    alternatives.append(_byte_class(lead) + b"[\\x80-\\xbf]{%d}" % size)
-            plain = b"(?:" + b"|".join(alternatives) + b")+"
-            if ok(0x20):  # a space after a plain character is kept, ▁ if escaped
-                plain += b"(?: " + plain + b")*"
-            pattern = self._plain = re.compile(plain)
-        return pattern
-
-    def _ascii_in_context(self, matcher_first: frozenset) -> list[bytes]:
-        """``[bytes](?![followers])`` for ASCII bytes that are no key alone but start longer
-        ones, grouped by the bytes that may follow them."""
-        if self.charsmap is None:
-            return []
-        groups: dict[bytes, list[int]] = {}
-        for b in range(0x80):
-            if b == 0x20 or b in matcher_first or not self.charsmap.can_start(b):
-                continue
-            leaf, follow = self.charsmap.after_first(b)
-            if not leaf:
-                groups.setdefault(follow, []).append(b)
-        return [_byte_class(bytes(members)) + (b"(?!" + _byte_class(follow) + b")" if follow else b"")
-                for follow, members in groups.items()]
+    def runs(self) -> RunTables:
+        """The fast path's tables for the current charsmap, matcher and space options."""
+        key = (self.charsmap, self.matcher, self.remove_extra_whitespaces,
+               self.escape_whitespaces)
+        cached = getattr(self, "_runs", None)
+        if cached is None or any(a is not b for a, b in zip(cached[0], key)):
+            cached = self._runs = (key, RunTables(self))
+        return cached[1]
 
 
-def _spaced_run(data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
-                escape: bool) -> None:
-    """Copy a plain run holding single spaces: each space becomes ``▁`` (if escaped), all of
-    whose bytes come from the space."""
-    chunk = data[pos:end]
-    space = SPACE_BYTES if escape else b" "
-    out += chunk.replace(b" ", space) if escape else chunk
-    for k, part in enumerate(chunk.split(b" ")):
-        if k:
-            n2o.extend([pos] * len(space))
-            pos += 1
-        stop = pos + len(part)
-        n2o.extend(range(pos, stop) if part.isascii() else _char_starts(data, pos, stop))
-        pos = stop
+PLAIN, BLANK, MAPPED = 0, 1, 2  # how a run copies a character: as is, as a space, replaced
+
+#: UTF-8's well-formed sequences (Unicode Table 3-7): lead bytes, the second byte's range,
+#: length; later bytes are 80..BF. Overlongs, surrogates and code points past U+10FFFF are
+#: outside, so a run never holds a byte that normalizes to U+FFFD.
+UTF8_FORMS = ((0x00, 0x7F, 0, 0, 1), (0xC2, 0xDF, 0x80, 0xBF, 2), (0xE0, 0xE0, 0xA0, 0xBF, 3),
+              (0xE1, 0xEC, 0x80, 0xBF, 3), (0xED, 0xED, 0x80, 0x9F, 3),
+              (0xEE, 0xEF, 0x80, 0xBF, 3), (0xF0, 0xF0, 0x90, 0xBF, 4),
+              (0xF1, 0xF3, 0x80, 0xBF, 4), (0xF4, 0xF4, 0x80, 0x8F, 4))
+_SECOND = {lead: (lo, hi) for first, last, lo, hi, size in UTF8_FORMS if size > 1
+           for lead in range(first, last + 1)}
 
 
-#: plain runs of at least this many bytes get their alignment from numpy
+class CharKinds:
+    """Every well-formed character sorted by what `normalize_prefix` makes of it, walking
+    the charsmap trie and the user-defined pieces along UTF-8's forms: PLAIN (itself),
+    BLANK (one space) or MAPPED (a replacement), each unless followed by bytes that could
+    extend a charsmap key or complete a user-defined piece (its lookahead). Characters that
+    a piece or a key ending inside them starts, and, when extra whitespace is removed,
+    those mapped to nothing or to text with a space at either end (which depends on the
+    character before), are left out: they stay on the slow path.
+
+    `entries` are ``(prefix, last bytes, tail regex, lookahead, kind)``: the characters
+    ``prefix + [last] + tail``; `replace` maps a MAPPED (or multi-byte BLANK) character to
+    its output bytes (spaces escaped) and whether it is a blank.
+    """
+
+    def __init__(self, normalizer: Normalizer) -> None:
+        self.charsmap = normalizer.charsmap
+        matcher = normalizer.matcher
+        self.pieces: set[bytes] = matcher.pieces if matcher is not None else set()
+        self.heads: dict[bytes, bytes] = {}  # a prefix of a piece -> the bytes after it
+        for piece in self.pieces:
+            for i in range(len(piece)):
+                self.heads[piece[:i]] = self.heads.get(piece[:i], b"") + piece[i:i + 1]
+        self.remove = normalizer.remove_extra_whitespaces
+        self.escape = normalizer.escape_whitespaces
+        self.space = SPACE_BYTES if self.escape else b" "
+        self.entries: list[tuple[bytes, bytes, bytes, bytes, int]] = []
+        self.replace: dict[bytes, tuple[bytes, bool]] = {}
+        root = 0 if self.charsmap is not None else -1
+        for first, last, _, _, size in UTF8_FORMS:
+            self._walk(b"", root, size, first, last)
+
+    def _walk(self, prefix: bytes, node: int, size: int, lo: int, hi: int) -> None:
+        """Sort the `size`-byte characters that start with `prefix` and then a byte in
+        lo..hi; `node` is the charsmap trie's node after `prefix` (-1: none)."""
+        keys = self.charsmap.followers(node) if node >= 0 else b""
+        starts = {b for b in (*keys, *self.heads.get(prefix, b""), *(b" " if not prefix else b""))
+                  if lo <= b <= hi}
+        free = bytes(b for b in range(lo, hi + 1) if b not in starts)
+        if free:  # no key and no piece starts here: every character below is plain
+            self.entries.append((prefix, free, _tail(prefix, free[0], size), b"", PLAIN))
+        for b in sorted(starts):
+            key = prefix + bytes((b,))
+            child = self.charsmap.child(node, b) if node >= 0 else -1
+            if len(key) == size:
+                self._char(key, child)
+            elif key not in self.pieces and (child < 0 or self.charsmap.value(child) is None):
+                self._walk(key, child, size, *_SECOND.get(key[0], (0x80, 0xBF)))
+
+    def _char(self, char: bytes, node: int) -> None:
+        """Sort one character that a key or a piece starts with (or the space)."""
+        if char in self.pieces:
+            return
+        value = self.charsmap.value(node) if node >= 0 else None
+        norm = char if value is None else value
+        if norm == b" ":
+            kind = BLANK
+        elif norm == char:
+            kind = PLAIN
+        elif not self.remove or (norm and not norm.startswith(b" ") and not norm.endswith(b" ")):
+            kind = MAPPED
+        else:
+            return
+        if kind == MAPPED or (kind == BLANK and len(char) > 1):
+            output = norm.replace(b" ", SPACE_BYTES) if self.escape else norm
+            self.replace[char] = (self.space, True) if kind == BLANK else (output, False)
+        follow = self.charsmap.followers(node) if node >= 0 else b""
+        rests = [p[len(char):] for p in self.pieces
+                 if len(p) > len(char) and p.startswith(char)] if char in self.heads else []
+        self.entries.append((char[:-1], char[-1:], b"", _lookahead(follow, rests), kind))
+
+
+def _tail(prefix: bytes, byte: int, size: int) -> bytes:
+    """The regex for the rest of a `size`-byte character after ``prefix + byte``."""
+    rest = size - len(prefix) - 1
+    if not rest:
+        return b""
+    if not prefix:  # after a lead byte the second byte's range depends on the lead
+        lo, hi = _SECOND[byte]
+        second = b"[\\x%02x-\\x%02x]" % (lo, hi)
+        return second + (b"[\\x80-\\xbf]{%d}" % (rest - 1) if rest > 1 else b"")
+    return b"[\\x80-\\xbf]{%d}" % rest
+
+
+def _lookahead(follow: bytes, rests: list[bytes]) -> bytes:
+    """``(?!...)`` of the bytes that may extend a key and the rests of pieces, or b""."""
+    parts = ([_byte_class(follow)] if follow else []) + [re.escape(r) for r in sorted(rests)]
+    return b"(?!" + b"|".join(parts) + b")" if parts else b""
+
+
+def _alternation(groups: dict[tuple[bytes, bytes, bytes], bytearray]) -> bytes:
+    """One regex for ``{(prefix, tail, lookahead): last bytes}``, prefixes shared as a trie
+    so that every alternative starts with a literal or a class (`re` skips those fast)."""
+    tree: dict = {}
+    for (prefix, tail, look), last in sorted(groups.items()):
+        node = tree
+        for b in prefix:
+            node = node.setdefault(b, {})
+        node.setdefault(None, []).append(_byte_class(bytes(last)) + tail + look)
+    return _render(tree)[0]
+
+
+def _render(node: dict) -> tuple[bytes, int]:
+    """(regex, number of alternatives) of one `_alternation` trie node."""
+    alternatives = list(node.get(None, []))
+    for byte in sorted(b for b in node if b is not None):
+        inner, count = _render(node[byte])
+        alternatives.append(b"\\x%02x" % byte + (inner if count == 1 else b"(?:" + inner + b")"))
+    return b"|".join(alternatives), len(alternatives)
+
+
+class RunTables:
+    """The fast path of `Normalizer.normalize`: `run` matches a run of `CharKinds`
+    characters (each where its lookahead holds), and `copy` writes a run's output and
+    alignment: a PLAIN character is copied, a MAPPED one replaced, a BLANK one becomes one
+    (escaped) space, dropped after a blank (or at the start, after a space) when extra
+    whitespace is removed; all bytes of a character's output come from its first byte.
+    Inside a run every lookahead is known to hold, so `special` and `mapped` find the
+    blanks and replaced characters by their bytes alone.
+    """
+
+    def __init__(self, normalizer: Normalizer) -> None:
+        kinds = CharKinds(normalizer)
+        self.remove, self.space, self.replace = kinds.remove, kinds.space, kinds.replace
+        groups: dict[tuple[bytes, bytes, bytes], bytearray] = {}
+        for prefix, last, tail, look, kind in kinds.entries:
+            groups.setdefault((prefix, tail, look), bytearray()).extend(last)
+        fast = groups.pop((b"", b"", b""), b"")
+        rest = _alternation(groups)
+        body = b"|".join(([_byte_class(bytes(fast)) + b"++"] if fast else [])
+                         + ([rest] if rest else []))
+        self.run = re.compile(b"(?:" + body + b")++" if body else b"(?!)")
+        blanks = bytes(last[0] for prefix, last, _, _, kind in kinds.entries
+                       if kind == BLANK and not prefix)
+        self.blank_bytes = blanks
+        self._blank_table = _table(blanks)
+        mapped = _literals(self.replace)
+        self.mapped = re.compile(mapped or b"(?!)")
+        self.special = re.compile(b"|".join(([_byte_class(blanks)] if blanks else [])
+                                            + ([mapped] if mapped else [])) or b"(?!)")
+
+    def copy(self, data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
+             is_prev_space: bool) -> bool:
+        """Append the run ``data[pos:end]``'s output and alignment; returns is_prev_space."""
+        if end - pos >= LONG_RUN:
+            return self._copy_long(data, pos, end, out, n2o, is_prev_space)
+        space, replace = self.space, self.replace
+        last = pos
+        for m in self.special.finditer(data, pos, end):
+            start = m.start()
+            if start > last:
+                _copy_plain(data, last, start, out, n2o)
+                is_prev_space = False
+            text, blank = replace.get(m.group(), (space, True))
+            if not (blank and is_prev_space):
+                out += text
+                n2o.extend([start] * len(text))
+            is_prev_space = blank and self.remove
+            last = m.end()
+        if end > last:
+            _copy_plain(data, last, end, out, n2o)
+            is_prev_space = False
+        return is_prev_space
+
+    def _copy_long(self, data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
+                   is_prev_space: bool) -> bool:
+        """`copy` in numpy: per input byte the number of output bytes it gives (`count`);
+        every output byte comes from its character's first byte."""
+        import numpy as np
+
+        chunk = data[pos:end]
+        raw = np.frombuffer(chunk, dtype=np.uint8)                      # (run,)
+        lead = (raw & 0xC0) != 0x80
+        count = np.ones(len(raw), dtype=np.intp)
+        blank = self._blank_table[raw]
+        found = self._mapped(chunk)
+        if found is not None:
+            at, size, text, is_blank = found
+            count[_spread(at + 1, size - 1)] = 0
+            count[at] = [len(t) for t in text]
+            blank[at] = is_blank
+        starts = np.flatnonzero(lead)                                   # (chars,)
+        blank_char = blank[starts]
+        kept = blank_char.copy()
+        if self.remove:
+            kept[1:] &= ~blank_char[:-1]
+            kept[0] &= not is_prev_space
+        count[starts[blank_char]] = np.where(kept[blank_char], len(self.space), 0)
+        first = np.maximum.accumulate(np.where(lead, np.arange(pos, end), 0))
+        n2o += np.repeat(first, count).tolist()
+        offset = np.cumsum(count) - count                               # (run,) output start
+        result = np.repeat(raw, count)
+        result[_spread(offset[starts[kept]], np.full(int(kept.sum()), len(self.space)))] = \
+            np.tile(np.frombuffer(self.space, dtype=np.uint8), int(kept.sum()))
+        if found is not None and not is_blank.all():
+            text = [t for t, b in zip(text, is_blank.tolist()) if not b]
+            lengths = np.array([len(t) for t in text], dtype=np.intp)
+            result[_spread(offset[at[~is_blank]], lengths)] = np.frombuffer(b"".join(text),
+                                                                           dtype=np.uint8)
+        out += result.tobytes()
+        return bool(self.remove and blank_char[-1])
+
+    def _mapped(self, chunk: bytes):
+        """(starts, sizes, outputs, is blank) of the MAPPED and multi-byte BLANK characters
+        in a run (numpy arrays, the outputs a list), or None."""
+        import numpy as np
+
+        if not self.replace:
+            return None
+        found = [(m.start(), m.end()) for m in self.mapped.finditer(chunk)]
+        if not found:
+            return None
+        at, stop = np.array(found, dtype=np.intp).T
+        text, is_blank = zip(*[self.replace[chunk[a:b]] for a, b in found])
+        return at, stop - at, list(text), np.array(is_blank, dtype=bool)
+
+
+def _spread(starts, lengths):
+    """The indices ``starts[i] + k`` for ``k < lengths[i]``, all i in order.
+
+    >>> import numpy as np
+    >>> _spread(np.array([2, 7]), np.array([3, 1])).tolist()
+    [2, 3, 4, 7]
+    """
+    import numpy as np
+
+    total = int(lengths.sum())
+    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return np.arange(total) + shift
+
+
+def _literals(replace: dict[bytes, tuple[bytes, bool]]) -> bytes:
+    """A regex matching exactly the keys of `replace` (whole characters, none a prefix of
+    another), as a byte trie."""
+    groups: dict[tuple[bytes, bytes, bytes], bytearray] = {}
+    for char in replace:
+        groups.setdefault((char[:-1], b"", b""), bytearray()).append(char[-1])
+    return _alternation(groups)
+
+
+def _table(values: bytes):
+    """A (256,) bool numpy lookup table of `values`."""
+    import numpy as np
+
+    table = np.zeros(256, dtype=bool)
+    table[list(values)] = True
+    return table
+
+
+def _copy_plain(data: bytes, start: int, stop: int, out: bytearray, n2o: list[int]) -> None:
+    """Copy plain characters: every output byte comes from its character's first byte."""
+    chunk = data[start:stop]
+    out += chunk
+    n2o.extend(range(start, stop) if chunk.isascii() else _char_starts(data, start, stop))
+
+
+#: runs of at least this many bytes are copied in numpy
 LONG_RUN = 512
 
 
-def _long_run(data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
-              escape: bool) -> None:
-    """`_spaced_run` for a long run, the alignment in numpy: every byte maps to the first
-    byte of its character, a space to itself once per byte of its ``▁``."""
-    import numpy as np
-
-    chunk = data[pos:end]
-    out += chunk.replace(b" ", SPACE_BYTES) if escape else chunk
-    raw = np.frombuffer(chunk, dtype=np.uint8)                       # (run,)
-    where = np.arange(pos, end)
-    starts = np.maximum.accumulate(np.where((raw & 0xC0) != 0x80, where, 0))
-    if escape:
-        starts = np.repeat(starts, np.where(raw == 0x20, len(SPACE_BYTES), 1))
-    n2o.extend(starts.tolist())
-
-
 def _byte_class(values: bytes) -> bytes:
-    """A regex byte class matching exactly `values`."""
-    return b"[" + b"".join(b"\\x%02x" % v for v in values) + b"]" if values else b"(?!)"
+    """A regex matching exactly the bytes `values`: a literal or a class of ranges.
+
+    >>> print(_byte_class(b"abcx").decode())
+    [\\x61-\\x63\\x78]
+    """
+    if not values:
+        return b"(?!)"
+    if len(set(values)) == 1:
+        return b"\\x%02x" % values[0]
+    ranges, start = [], None
+    ordered = sorted(set(values))
+    for i, v in enumerate(ordered):
+        if start is None:
+            start = v
+        if i + 1 == len(ordered) or ordered[i + 1] != v + 1:
+            ranges.append(b"\\x%02x" % start if v == start else b"\\x%02x-\\x%02x" % (start, v))
+            start = None
+    return b"[" + b"".join(ranges) + b"]"
 
 
 def _char_starts(data: bytes, start: int, end: int) -> list[int]:

@@ -7,7 +7,9 @@ no UNKNOWN piece under byte fallback).
 """
 from __future__ import annotations
 
+import itertools
 import random
+from unittest import mock
 
 import pytest
 import sentencepiece as spm
@@ -15,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sentencepiece import sentencepiece_model_pb2 as pb
 
-from forma_gui.core.sentencepiece import (Normalizer, SentencePieceTokenizer,
+import forma_gui.core.sentencepiece as sp_module
+from forma_gui.core.sentencepiece import (Normalizer, PrefixMatcher, SentencePieceTokenizer,
                                           decode_utf8_per_byte, float_priority, tile_columns,
                                           tile_spans, tile_spans_reference)
 from forma_gui.formats.sentencepiece_model import load_sentencepiece
@@ -214,6 +217,116 @@ def test_normalizer_alignment_equals_library(name):
         assert _char_offsets(text, normalized, n2o) == list(expected_offsets), text
 
 
+# ---- the fast normalizer -----------------------------------------------------------------
+
+#: what the fast path copies in runs or has to leave to the slow one: runs of spaces and
+#: other whitespace, characters that start a charsmap key only before a combining mark
+#: (Latin, Cyrillic, kana, halfwidth kana, Hangul jamo, Arabic), characters it maps
+#: (fullwidth, ligatures, to nothing, to text with a space), user-defined piece texts and
+#: their first characters
+NORM_TEXTS = [
+    " ", "  ", "    ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\xa0", "\u3000", "\u2003", "\u200b",
+    "\ufeff", "▁", "▁▁", "a", "e", "A", "x", "[", "<", "Q", "\u0301", "\u0308", "\u0306",
+    "e\u0301", "A\u030a\u0301", "\u0438\u0306", "\u0435", "\u304b\u3099", "\u304b",
+    "\uff8a\uff9e", "\u1100\u1161", "\u1100", "\u0627\u0653", "ｆ", "，", "！", "ﬁ", "½", "①",
+    "¨", "\u00b4", "\x01", "\x00", "\x7f", "Привет", "日本", "한", "😀", "👍🏽", "\ufffd",
+    "ﷺ", "[INST]", "[/INST]", "[REFERENCE_DOC_3]", "<ud>", "ﬁx", "e\u0301t", "xyz", "ba r",
+]
+#: malformed UTF-8: stray continuation and lead bytes, truncated, overlong, surrogate,
+#: past U+10FFFF
+BAD_BYTES = [b"\x80", b"\xbf", b"\xc3", b"\xc0\xaf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xe2\x82",
+             b"\xed\xa0\x80", b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80", b"\xff"]
+NORM_BYTES = st.lists(st.sampled_from([t.encode() for t in NORM_TEXTS] + BAD_BYTES)
+                      | st.text(max_size=3).map(str.encode), max_size=40).map(b"".join)
+NORM_STR = st.lists(st.sampled_from(NORM_TEXTS) | st.text(max_size=3), max_size=40).map("".join)
+#: user-defined pieces: whitespace, a charsmap key, a character mapped to whitespace, ones
+#: beginning with a character that is plain alone or starts a key before a combining mark
+USER_PIECES = [b"[INST]", b"[/INST]", b"<ud>", b"  ", b"\n\n", "▁▁".encode(), "ﬁ".encode(),
+               "e\u0301t".encode(), "\u0438".encode(), b"xyz", b"ba r"]
+OPTIONS = ("add_dummy_prefix", "remove_extra_whitespaces", "escape_whitespaces",
+           "treat_whitespace_as_suffix")
+_NORMALIZERS: dict = {}
+
+
+def _normalizer(flags: tuple[bool, ...], charsmap: bool, matcher: bool) -> Normalizer:
+    """A Normalizer with these options, nmt_nfkc's charsmap and `USER_PIECES` (cached: the
+    fast path builds its tables once per normalizer)."""
+    key = (flags, charsmap, matcher)
+    if key not in _NORMALIZERS:
+        nfkc = _cached(data_file("sentencepiece", MODELS[0]))[0].normalizer.charsmap
+        _NORMALIZERS[key] = Normalizer(nfkc if charsmap else None, **dict(zip(OPTIONS, flags)),
+                                       matcher=PrefixMatcher(USER_PIECES) if matcher else None)
+    return _NORMALIZERS[key]
+
+
+def _both_paths(normalizer: Normalizer, data: bytes) -> tuple[bytes, list[int]]:
+    """The fast result with runs copied in Python and in numpy; asserts they agree."""
+    short = normalizer.normalize(data)
+    with mock.patch.object(sp_module, "LONG_RUN", 1):
+        assert normalizer.normalize(data) == short
+    return short
+
+
+@given(NORM_BYTES, st.integers(1, 20), st.tuples(*[st.booleans()] * 4), st.booleans(),
+       st.booleans())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_fast_normalizer_equals_reference_for_every_option(data, repeat, flags, charsmap,
+                                                           matcher):
+    normalizer = _normalizer(flags, charsmap, matcher)
+    data = data * repeat
+    assert _both_paths(normalizer, data) == normalizer.normalize(data, fast=False)
+
+
+#: tokens whose joins are the fast path's edges: a run starting after a slow piece ending in
+#: a space ("  " is a user-defined piece), blanks of several kinds, a key only before a
+#: combining mark, mapped characters (to text, to text with an inner or a leading space, to
+#: nothing), a piece and its first character, malformed bytes
+EDGE_TOKENS = [b" ", b"  ", b"a", b"\n", "\u3000".encode(), "e".encode(), "\u0301".encode(),
+               "，".encode(), "ﷺ".encode(), "¨".encode(), b"\x01", "▁".encode(), b"[INST]", b"[",
+               b"\xff", b"\xe0\x80\x80"]
+
+
+@pytest.mark.parametrize("flags", [(True, True, True, False), (True, False, True, False),
+                                   (False, True, False, True)])
+def test_fast_normalizer_equals_reference_on_every_short_join(flags):
+    """Every sequence of up to three `EDGE_TOKENS`, with and without user-defined pieces."""
+    texts = [b"".join(p) for n in range(1, 4) for p in itertools.product(EDGE_TOKENS, repeat=n)]
+    for matcher in (False, True):
+        normalizer = _normalizer(flags, True, matcher)
+        for data in texts:
+            assert _both_paths(normalizer, data) == normalizer.normalize(data, fast=False), data
+
+
+@given(NORM_BYTES, st.integers(1, 20), st.tuples(*[st.booleans()] * 3), st.booleans())
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_fast_normalizer_equals_library(data, repeat, flags, charsmap):
+    """Without user-defined pieces and whitespace as suffix (which the library's
+    SentencePieceNormalizer ignores): the library's output and byte offsets."""
+    normalizer = _normalizer(flags + (False,), charsmap, False)
+    data = data * repeat
+    expected_text, expected_offsets = _lib_normalizer(flags, charsmap).normalize(
+        data, with_offsets=True)
+    normalized, n2o = _both_paths(normalizer, data)
+    assert normalized == expected_text
+    if normalized:  # the C++ leaves no alignment at all for an empty result
+        assert n2o == list(expected_offsets)
+
+
+_LIB_NORMALIZERS: dict = {}
+
+
+def _lib_normalizer(flags: tuple[bool, ...], charsmap: bool) -> spm.SentencePieceNormalizer:
+    if (flags, charsmap) not in _LIB_NORMALIZERS:
+        proto = pb.ModelProto()
+        proto.ParseFromString(data_file("sentencepiece", MODELS[0]).read_bytes())
+        if not charsmap:
+            proto.normalizer_spec.name = "identity"
+            proto.normalizer_spec.precompiled_charsmap = b""
+        _LIB_NORMALIZERS[flags, charsmap] = spm.SentencePieceNormalizer(
+            model_proto=proto.SerializeToString(), **dict(zip(OPTIONS, flags)))
+    return _LIB_NORMALIZERS[flags, charsmap]
+
+
 PIECES = st.lists(st.text(max_size=3) | st.sampled_from(
     ["e\u0301", "a\u0308", " ", "  ", "ﬁ", "▁", "\x00", "[INST]", "<0x41>", "\u3000"]))
 
@@ -227,6 +340,63 @@ def test_fast_normalizer_equals_reference(pieces, repeat):
     for name in MODELS:
         normalizer = _cached(data_file("sentencepiece", name))[0].normalizer
         assert normalizer.normalize(data) == normalizer.normalize(data, fast=False)
+
+
+@given(NORM_BYTES, st.integers(1, 20))
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_model_normalizers_fast_equal_reference(data, repeat):
+    data = data * repeat
+    for name in MODELS:
+        normalizer = _cached(data_file("sentencepiece", name))[0].normalizer
+        assert _both_paths(normalizer, data) == normalizer.normalize(data, fast=False)
+
+
+@given(NORM_STR)
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+def test_hypothesis_normalizer_texts_ids_equal_library(text):
+    for name in MODELS:
+        tok, lib = _cached(data_file("sentencepiece", name))
+        assert tok.encode(text) == lib.encode(text)
+
+
+def _corpus_slices() -> list[str]:
+    """Six ~40 kB slices of the benchmark's mixed text (English, Python source, Cyrillic,
+    CJK): the start of each part and two stretches inside the code and the English."""
+    from forma_gui.bench.encode import build_corpus
+
+    data_file("sentencepiece", "botchan.txt")
+    data_file("hf", "qwen3", "vocab.json")
+    corpus = build_corpus(0.5)
+    size = 40_000
+    starts = [0, len(corpus) // 8, corpus.index("\n", len(corpus) // 4)]
+    starts += [next(i for i in range(p, len(corpus)) if ord(corpus[i]) > 0x2000)
+               for p in (len(corpus) * 5 // 8, len(corpus) * 7 // 8)]
+    starts.append(len(corpus) - size)
+    return [corpus[s:s + size] for s in starts]
+
+
+@pytest.fixture(scope="module")
+def corpus_slices() -> list[str]:
+    return _corpus_slices()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_corpus_slices_ids_equal_library(corpus_slices, name):
+    tok, lib = _cached(data_file("sentencepiece", name))
+    for text in corpus_slices:
+        assert tok.encode(text) == lib.encode(text)
+
+
+@pytest.mark.parametrize("name", MODELS[:2])
+def test_corpus_slices_alignment_equals_library(corpus_slices, name):
+    tok, _ = _cached(data_file("sentencepiece", name))
+    lib = spm.SentencePieceNormalizer(model_file=str(data_file("sentencepiece", name)))
+    for text in corpus_slices:
+        data = text.encode()
+        normalized, n2o = tok.normalizer.normalize(data)
+        expected_text, expected_offsets = lib.normalize(data, with_offsets=True)
+        assert normalized == expected_text
+        assert n2o == list(expected_offsets)
 
 
 @pytest.mark.parametrize("name", MODELS)
