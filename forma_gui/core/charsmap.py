@@ -78,7 +78,7 @@ class CharsMap:
         self.stop_at_nul = stop_at_nul  # llama.cpp's walk ends at a 0x00 input byte
         self._strings: dict[int, bytes] = {}
         self._first: bytes | None = None  # lazily: which first bytes can start a match
-        self._children: tuple[list[int], bytes] | None = None  # lazily, for `followers`
+        self._children: tuple[list[int], list[tuple[int, int]]] | None = None  # `children`
         if blob:
             self._decode(bytes(blob), path, strict)
 
@@ -167,26 +167,32 @@ class CharsMap:
 
     def followers(self, node: int) -> bytes:
         """The bytes `child` can take from `node` (which bytes may continue a key), in order."""
-        if not self.units:
-            return b""
-        if self._children is None:
-            self._children = self._child_labels()
-        bases, labels = self._children
-        base = node ^ _offset(self.units[node])
-        found = labels[bisect_left(bases, base):bisect_right(bases, base)]
-        return found[1:] if self.stop_at_nul and found[:1] == b"\0" else found
+        return bytes(b for b, _ in self.children(node))
 
-    def _child_labels(self) -> tuple[list[int], bytes]:
+    def children(self, node: int) -> list[tuple[int, int]]:
+        """(byte, `child(node, byte)`) for every byte that has a child, in byte order."""
+        if not self.units:
+            return []
+        if self._children is None:
+            self._children = self._child_table()
+        bases, pairs = self._children
+        base = node ^ _offset(self.units[node])
+        found = pairs[bisect_left(bases, base):bisect_right(bases, base)]
+        return found[1:] if self.stop_at_nul and found[:1] and found[0][0] == 0 else found
+
+    def _child_table(self) -> tuple[list[int], list[tuple[int, int]]]:
         """Every unit labelled with a byte is the child along that byte of the node whose
-        base is ``index ^ label`` (what `child` checks): (those bases sorted, their labels)."""
+        base is ``index ^ label`` (what `child` checks): those bases sorted, and
+        (label, index) pairs in the same order."""
         import numpy as np
 
         units = np.frombuffer(self.units, dtype=np.uint32).astype(np.int64)
         label = units & 0x800000FF
         index = np.flatnonzero(label <= 0xFF)
-        base = index ^ label[index]
-        order = np.lexsort((label[index], base))
-        return base[order].tolist(), label[index][order].astype(np.uint8).tobytes()
+        label = label[index]
+        base = index ^ label
+        order = np.lexsort((label, base))
+        return base[order].tolist(), list(zip(label[order].tolist(), index[order].tolist()))
 
     def can_start(self, byte: int) -> bool:
         """Whether some key begins with `byte` (a fast path for text that needs no mapping)."""

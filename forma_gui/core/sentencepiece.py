@@ -27,6 +27,7 @@ import codecs
 import heapq
 import re
 import struct
+import weakref
 from array import array
 from itertools import accumulate, chain, repeat
 from operator import ge, itemgetter
@@ -224,10 +225,10 @@ class Normalizer:
         is_prev_space = remove
         while pos < n:
             if runs is not None:
-                run = runs.run.match(data, pos)
-                if run is not None:
-                    is_prev_space = runs.copy(data, pos, run.end(), out, n2o, is_prev_space)
-                    pos = run.end()
+                end = runs.match(data, pos)
+                if end > pos:
+                    is_prev_space = runs.copy(data, pos, end, out, n2o, is_prev_space)
+                    pos = end
                     continue
             piece, length = self.normalize_prefix(data, pos)
             if is_prev_space:
@@ -268,13 +269,22 @@ _SECOND = {lead: (lo, hi) for first, last, lo, hi, size in UTF8_FORMS if size > 
 class CharKinds:
     """Every well-formed character sorted by what `normalize_prefix` makes of it, walking
     the charsmap trie and the user-defined pieces along UTF-8's forms: PLAIN (itself),
-    BLANK (one space) or MAPPED (a replacement), each unless followed by bytes that could
-    extend a charsmap key or complete a user-defined piece (its lookahead). Characters that
-    a piece or a key ending inside them starts, and, when extra whitespace is removed,
-    those mapped to nothing or to text with a space at either end (which depends on the
-    character before), are left out: they stay on the slow path.
+    BLANK (one space) or MAPPED (a replacement). Characters that a piece or a key ending
+    inside them starts, and, when extra whitespace is removed, those mapped to nothing or
+    to text with a space at either end (which depends on the character before), are left
+    out: they stay on the slow path. A character that starts a user-defined piece is only
+    in a run where the piece does not follow (a lookahead).
 
-    `entries` are ``(prefix, last bytes, tail regex, lookahead, kind)``: the characters
+    A charsmap key longer than one character (a letter and a combining mark, two Hangul
+    jamo) starts with a character `extends` holds. Such keys are kept out of runs by their
+    second character, which gets a lookbehind on the characters it may continue
+    (`before`); a run's last character is given back when a key from it reaches past the
+    run (`RunTables.match`). So a common letter costs a run nothing, and only the rare
+    combining marks are checked. A character from which a key ends inside the next
+    character (`hard`; none in the real charsmaps) keeps a lookahead on the bytes that
+    may follow it instead.
+
+    `entries` are ``(prefix, last bytes, tail regex, look-around, kind)``: the characters
     ``prefix + [last] + tail``; `replace` maps a MAPPED (or multi-byte BLANK) character to
     its output bytes (spaces escaped) and whether it is a blank.
     """
@@ -283,15 +293,15 @@ class CharKinds:
         self.charsmap = normalizer.charsmap
         matcher = normalizer.matcher
         self.pieces: set[bytes] = matcher.pieces if matcher is not None else set()
-        self.heads: dict[bytes, bytes] = {}  # a prefix of a piece -> the bytes after it
-        for piece in self.pieces:
-            for i in range(len(piece)):
-                self.heads[piece[:i]] = self.heads.get(piece[:i], b"") + piece[i:i + 1]
+        self.heads = _next_bytes(self.pieces)  # a proper prefix of a piece -> bytes after it
         self.remove = normalizer.remove_extra_whitespaces
         self.escape = normalizer.escape_whitespaces
         self.space = SPACE_BYTES if self.escape else b" "
         self.entries: list[tuple[bytes, bytes, bytes, bytes, int]] = []
         self.replace: dict[bytes, tuple[bytes, bool]] = {}
+        extensions = _extensions(self.charsmap) if self.charsmap is not None else ({}, {}, set())
+        self.extends, self.before, self.hard = extensions
+        self.forced = _next_bytes(self.before)  # prefixes of characters with a lookbehind
         root = 0 if self.charsmap is not None else -1
         for first, last, _, _, size in UTF8_FORMS:
             self._walk(b"", root, size, first, last)
@@ -299,22 +309,23 @@ class CharKinds:
     def _walk(self, prefix: bytes, node: int, size: int, lo: int, hi: int) -> None:
         """Sort the `size`-byte characters that start with `prefix` and then a byte in
         lo..hi; `node` is the charsmap trie's node after `prefix` (-1: none)."""
-        keys = self.charsmap.followers(node) if node >= 0 else b""
-        starts = {b for b in (*keys, *self.heads.get(prefix, b""), *(b" " if not prefix else b""))
-                  if lo <= b <= hi}
+        children = dict(self.charsmap.children(node)) if node >= 0 else {}
+        special = (*children, *self.heads.get(prefix, b""), *self.forced.get(prefix, b""),
+                   *(b" " if not prefix else b""))
+        starts = {b for b in special if lo <= b <= hi}
         free = bytes(b for b in range(lo, hi + 1) if b not in starts)
-        if free:  # no key and no piece starts here: every character below is plain
+        if free:  # nothing starts here: every character below is plain, in any context
             self.entries.append((prefix, free, _tail(prefix, free[0], size), b"", PLAIN))
         for b in sorted(starts):
             key = prefix + bytes((b,))
-            child = self.charsmap.child(node, b) if node >= 0 else -1
+            child = children.get(b, -1)
             if len(key) == size:
                 self._char(key, child)
             elif key not in self.pieces and (child < 0 or self.charsmap.value(child) is None):
                 self._walk(key, child, size, *_SECOND.get(key[0], (0x80, 0xBF)))
 
     def _char(self, char: bytes, node: int) -> None:
-        """Sort one character that a key or a piece starts with (or the space)."""
+        """Sort one character that something starts with (or the space)."""
         if char in self.pieces:
             return
         value = self.charsmap.value(node) if node >= 0 else None
@@ -330,10 +341,74 @@ class CharKinds:
         if kind == MAPPED or (kind == BLANK and len(char) > 1):
             output = norm.replace(b" ", SPACE_BYTES) if self.escape else norm
             self.replace[char] = (self.space, True) if kind == BLANK else (output, False)
-        follow = self.charsmap.followers(node) if node >= 0 else b""
+        follow = self.charsmap.followers(node) if char in self.hard else b""
         rests = [p[len(char):] for p in self.pieces
                  if len(p) > len(char) and p.startswith(char)] if char in self.heads else []
-        self.entries.append((char[:-1], char[-1:], b"", _lookahead(follow, rests), kind))
+        look = _lookbehind(self.before.get(char, ()), len(char)) + _lookahead(follow, rests)
+        self.entries.append((char[:-1], char[-1:], b"", look, kind))
+
+
+_EXTENSIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _extensions(charsmap: CharsMap) -> tuple[dict[bytes, int], dict[bytes, set[bytes]],
+                                              set[bytes]]:
+    """`CharKinds`' (extends, before, hard) for a charsmap, from its keys longer than one
+    character; computed once per charsmap."""
+    found = _EXTENSIONS.get(charsmap)
+    if found is None:
+        extends: dict[bytes, int] = {}
+        before: dict[bytes, set[bytes]] = {}
+        hard: set[bytes] = set()
+        for char, node, whole in _spelled(charsmap, 0, b"", 0):
+            following = list(_spelled(charsmap, node, b"", 0)) if whole else []
+            if not following:
+                continue
+            if not all(w for _, _, w in following):
+                hard.add(char)
+                continue
+            extends[char] = node
+            for after, _, _ in following:
+                before.setdefault(after, set()).add(char)
+        found = _EXTENSIONS[charsmap] = (extends, before, hard)
+    return found
+
+
+def _spelled(charsmap: CharsMap, node: int, prefix: bytes,
+             size: int) -> Iterator[tuple[bytes, int, bool]]:
+    """(bytes, node, whole) for each well-formed character the trie spells from `node` on
+    (`prefix` of a `size`-byte one so far), and (its first bytes, node, False) where a key
+    ends inside one."""
+    if not prefix:
+        lo, hi = 0x00, 0xF4
+    else:
+        lo, hi = _SECOND[prefix[0]] if len(prefix) == 1 else (0x80, 0xBF)
+    for b, child in charsmap.children(node):
+        if not lo <= b <= hi:
+            continue
+        length = size or (1 if b < 0x80 else ONE_CHAR_LEN[b >> 4] if b in _SECOND else 0)
+        if not length:
+            continue
+        key = prefix + bytes((b,))
+        if len(key) == length:
+            yield key, child, True
+        elif charsmap.units[child] & 0x100:  # a key ends inside the character
+            yield key, child, False
+        else:
+            yield from _spelled(charsmap, child, key, length)
+
+
+def _next_bytes(strings: Iterable[bytes]) -> dict[bytes, bytes]:
+    """Each proper prefix of the strings -> the bytes that follow it in them.
+
+    >>> _next_bytes([b"ab", b"ac"])
+    {b'': b'aa', b'a': b'bc'}
+    """
+    out: dict[bytes, bytes] = {}
+    for s in strings:
+        for i in range(len(s)):
+            out[s[:i]] = out.get(s[:i], b"") + s[i:i + 1]
+    return out
 
 
 def _tail(prefix: bytes, byte: int, size: int) -> bytes:
@@ -346,6 +421,14 @@ def _tail(prefix: bytes, byte: int, size: int) -> bytes:
         second = b"[\\x%02x-\\x%02x]" % (lo, hi)
         return second + (b"[\\x80-\\xbf]{%d}" % (rest - 1) if rest > 1 else b"")
     return b"[\\x80-\\xbf]{%d}" % rest
+
+
+def _lookbehind(before: Iterable[bytes], size: int) -> bytes:
+    """``(?<!...)``, checked after a `size`-byte character: the byte before it is not the
+    last byte of a character in `before` (coarser than the characters themselves, which
+    only shortens runs; `RunTables.match` checks a run's end exactly)."""
+    last = bytes({char[-1] for char in before})
+    return b"(?<!%s[\\x00-\\xff]{%d})" % (_byte_class(last), size) if last else b""
 
 
 def _lookahead(follow: bytes, rests: list[bytes]) -> bytes:
@@ -388,6 +471,7 @@ class RunTables:
     def __init__(self, normalizer: Normalizer) -> None:
         kinds = CharKinds(normalizer)
         self.remove, self.space, self.replace = kinds.remove, kinds.space, kinds.replace
+        self.charsmap, self.extends = kinds.charsmap, kinds.extends
         groups: dict[tuple[bytes, bytes, bytes], bytearray] = {}
         for prefix, last, tail, look, kind in kinds.entries:
             groups.setdefault((prefix, tail, look), bytearray()).extend(last)
@@ -404,6 +488,33 @@ class RunTables:
         self.mapped = re.compile(mapped or b"(?!)")
         self.special = re.compile(b"|".join(([_byte_class(blanks)] if blanks else [])
                                             + ([mapped] if mapped else [])) or b"(?!)")
+
+    def match(self, data: bytes, pos: int) -> int:
+        """The end of the run at `pos` (`pos` when there is none). A run's last character
+        is given back when a charsmap key from it reaches past the run."""
+        run = self.run.match(data, pos)
+        if run is None:
+            return pos
+        end = run.end()
+        if end < len(data) and self.extends:
+            start = end - 1
+            while data[start] & 0xC0 == 0x80:
+                start -= 1
+            node = self.extends.get(data[start:end])
+            if node is not None and self._reaches(data, end, node):
+                return start
+        return end
+
+    def _reaches(self, data: bytes, pos: int, node: int) -> bool:
+        """Whether a charsmap key goes on from `node` over ``data[pos:]`` to its end."""
+        child, value = self.charsmap.child, self.charsmap.value
+        for i in range(pos, len(data)):
+            node = child(node, data[i])
+            if node < 0:
+                return False
+            if value(node) is not None:
+                return True
+        return False
 
     def copy(self, data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
              is_prev_space: bool) -> bool:
@@ -431,40 +542,44 @@ class RunTables:
     def _copy_long(self, data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
                    is_prev_space: bool) -> bool:
         """`copy` in numpy: per input byte the number of output bytes it gives (`count`);
-        every output byte comes from its character's first byte."""
+        every output byte comes from its character's first byte. Every byte of a blank is
+        marked blank, so a blank follows a blank exactly when the byte before it is one."""
         import numpy as np
 
         chunk = data[pos:end]
         raw = np.frombuffer(chunk, dtype=np.uint8)                      # (run,)
-        lead = (raw & 0xC0) != 0x80
-        count = np.ones(len(raw), dtype=np.intp)
         blank = self._blank_table[raw]
         found = self._mapped(chunk)
         if found is not None:
             at, size, text, is_blank = found
-            count[_spread(at + 1, size - 1)] = 0
-            count[at] = [len(t) for t in text]
-            blank[at] = is_blank
-        starts = np.flatnonzero(lead)                                   # (chars,)
-        blank_char = blank[starts]
-        kept = blank_char.copy()
+            blank[_spread(at[is_blank], size[is_blank])] = True
+        lead = (raw & 0xC0) != 0x80
+        kept = blank & lead
         if self.remove:
-            kept[1:] &= ~blank_char[:-1]
+            kept[1:] &= ~blank[:-1]
             kept[0] &= not is_prev_space
-        count[starts[blank_char]] = np.where(kept[blank_char], len(self.space), 0)
-        first = np.maximum.accumulate(np.where(lead, np.arange(pos, end), 0))
+        width = len(self.space)
+        count = np.where(blank, kept.astype(np.intp) * width, 1)
+        if found is not None:
+            mapped = ~is_blank
+            count[_spread(at[mapped] + 1, size[mapped] - 1)] = 0
+            count[at[mapped]] = [len(t) for t, m in zip(text, mapped.tolist()) if m]
+        first = np.maximum.accumulate(np.where(lead, np.arange(pos, end, dtype=np.int32), 0))
         n2o += np.repeat(first, count).tolist()
-        offset = np.cumsum(count) - count                               # (run,) output start
         result = np.repeat(raw, count)
-        result[_spread(offset[starts[kept]], np.full(int(kept.sum()), len(self.space)))] = \
-            np.tile(np.frombuffer(self.space, dtype=np.uint8), int(kept.sum()))
-        if found is not None and not is_blank.all():
-            text = [t for t, b in zip(text, is_blank.tolist()) if not b]
-            lengths = np.array([len(t) for t in text], dtype=np.intp)
-            result[_spread(offset[at[~is_blank]], lengths)] = np.frombuffer(b"".join(text),
+        ends = np.cumsum(count)                                         # (run,) output end
+        spaces = np.flatnonzero(kept)
+        spaces = ends[spaces] - count[spaces]
+        for k, b in enumerate(self.space):
+            result[spaces + k] = b
+        if found is not None and mapped.any():
+            text = [t for t, m in zip(text, mapped.tolist()) if m]
+            starts = at[mapped]
+            lengths = count[starts]
+            result[_spread(ends[starts] - lengths, lengths)] = np.frombuffer(b"".join(text),
                                                                            dtype=np.uint8)
         out += result.tobytes()
-        return bool(self.remove and blank_char[-1])
+        return bool(self.remove and blank[-1])
 
     def _mapped(self, chunk: bytes):
         """(starts, sizes, outputs, is blank) of the MAPPED and multi-byte BLANK characters
@@ -495,11 +610,11 @@ def _spread(starts, lengths):
     return np.arange(total) + shift
 
 
-def _literals(replace: dict[bytes, tuple[bytes, bool]]) -> bytes:
-    """A regex matching exactly the keys of `replace` (whole characters, none a prefix of
-    another), as a byte trie."""
+def _literals(chars: Iterable[bytes]) -> bytes:
+    """A regex matching exactly the `chars` (whole characters, none a prefix of another),
+    as a byte trie."""
     groups: dict[tuple[bytes, bytes, bytes], bytearray] = {}
-    for char in replace:
+    for char in chars:
         groups.setdefault((char[:-1], b"", b""), bytearray()).append(char[-1])
     return _alternation(groups)
 
