@@ -185,6 +185,13 @@ class Normalizer:
         >>> Normalizer().normalize(b"  a  b ")
         (b'\\xe2\\x96\\x81a\\xe2\\x96\\x81b', [2, 2, 2, 2, 3, 3, 3, 5, 6])
         """
+        normalized, n2o = self.normalize_offsets(data, fast=fast)
+        return normalized, n2o.tolist()
+
+    def normalize_offsets(self, data: bytes, *, fast: bool = True) -> tuple[bytes, array]:
+        """`normalize` with norm_to_orig as an ``array("q")``: the tokenizer only looks up
+        the offsets of token boundaries, so a megabyte of text needs no million int
+        objects."""
         n = len(data)
         pos = 0
         if self.remove_extra_whitespaces:
@@ -194,9 +201,9 @@ class Normalizer:
                     break
                 pos += length
         if pos == n:
-            return b"", [pos]
+            return b"", array("q", [pos])
         out = bytearray()
-        n2o: list[int] = []
+        n2o = array("q")
         space = SPACE_BYTES if self.escape_whitespaces else b" "
         if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
             out += space
@@ -214,7 +221,7 @@ class Normalizer:
         n2o.append(consumed)
         return bytes(out), n2o
 
-    def _body(self, data: bytes, pos: int, out: bytearray, n2o: list[int], fast: bool) -> None:
+    def _body(self, data: bytes, pos: int, out: bytearray, n2o: array, fast: bool) -> None:
         """The main loop of Normalizer::Normalize after the leading spaces. The fast path
         copies whole runs of characters whose normalization needs no look behind them
         (`runs`) in C-level steps; the rest goes one prefix at a time."""
@@ -516,7 +523,7 @@ class RunTables:
                 return True
         return False
 
-    def copy(self, data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
+    def copy(self, data: bytes, pos: int, end: int, out: bytearray, n2o: array,
              is_prev_space: bool) -> bool:
         """Append the run ``data[pos:end]``'s output and alignment; returns is_prev_space."""
         if end - pos >= LONG_RUN:
@@ -539,7 +546,7 @@ class RunTables:
             is_prev_space = False
         return is_prev_space
 
-    def _copy_long(self, data: bytes, pos: int, end: int, out: bytearray, n2o: list[int],
+    def _copy_long(self, data: bytes, pos: int, end: int, out: bytearray, n2o: array,
                    is_prev_space: bool) -> bool:
         """`copy` in numpy: per input byte the number of output bytes it gives (`count`);
         every output byte comes from its character's first byte. Every byte of a blank is
@@ -564,8 +571,8 @@ class RunTables:
             mapped = ~is_blank
             count[_spread(at[mapped] + 1, size[mapped] - 1)] = 0
             count[at[mapped]] = [len(t) for t, m in zip(text, mapped.tolist()) if m]
-        first = np.maximum.accumulate(np.where(lead, np.arange(pos, end, dtype=np.int32), 0))
-        n2o += np.repeat(first, count).tolist()
+        first = np.maximum.accumulate(np.where(lead, np.arange(pos, end, dtype=np.int64), 0))
+        n2o.frombytes(np.repeat(first, count).tobytes())
         result = np.repeat(raw, count)
         ends = np.cumsum(count)                                         # (run,) output end
         spaces = np.flatnonzero(kept)
@@ -628,7 +635,7 @@ def _table(values: bytes):
     return table
 
 
-def _copy_plain(data: bytes, start: int, stop: int, out: bytearray, n2o: list[int]) -> None:
+def _copy_plain(data: bytes, start: int, stop: int, out: bytearray, n2o: array) -> None:
     """Copy plain characters: every output byte comes from its character's first byte."""
     chunk = data[start:stop]
     out += chunk
@@ -1152,10 +1159,11 @@ class SentencePieceTokenizer(Tokenizer):
         """(id, original byte start, original byte end) per token."""
         return self._populate(*self._model_pieces(text))
 
-    def _model_pieces(self, text: str) -> tuple[bytes, list[int], list[tuple[int, int]]]:
+    def _model_pieces(self, text: str) -> tuple[bytes, Sequence[int], list[tuple[int, int]]]:
         """(normalized bytes, normalized -> original byte offsets, the model's (id, byte
         length) pairs) of `text`, before populating (byte fallback, unknown runs)."""
-        normalized, n2o = self.normalizer.normalize(text.encode("utf-8", "surrogatepass"))
+        data = text.encode("utf-8", "surrogatepass")
+        normalized, n2o = self.normalizer.normalize_offsets(data)
         return normalized, n2o, self.encode_normalized(normalized) if normalized else []
 
     def encode_normalized(self, normalized: bytes) -> list[tuple[int, int]]:
@@ -1176,7 +1184,7 @@ class SentencePieceTokenizer(Tokenizer):
         """word/char models: an UNUSED piece is reported as unknown."""
         return self.model_unk if i != self.model_unk and self.types[i] == UNUSED else i
 
-    def _populate(self, normalized: bytes, n2o: list[int],
+    def _populate(self, normalized: bytes, n2o: Sequence[int],
                   result: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
         """EncodeOptimized / PopulateSentencePieceText: byte fallback, unknown runs merged.
         Between control and unknown pieces that is only the spans, made in C-level steps;
@@ -1257,7 +1265,7 @@ class SentencePieceTokenizer(Tokenizer):
             out.append((token_id, begin, end))
         return is_unk
 
-    def _populate_reference(self, normalized: bytes, n2o: list[int],
+    def _populate_reference(self, normalized: bytes, n2o: Sequence[int],
                             result: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
         """`_populate` token by token, as the C++ loop."""
         tables = self.tables()
@@ -1485,7 +1493,7 @@ class SentencePieceTokenizer(Tokenizer):
         pairs = sliced_array(chain.from_iterable(result), np.int64).reshape(-1, 2)  # (n, 2)
         off = np.zeros(len(pairs) + 1, dtype=np.int64)                  # (n + 1,)
         np.cumsum(pairs[:, 1], out=off[1:])
-        bounds = sliced_array(map(n2o.__getitem__, off.tolist()), np.int64)
+        bounds = np.frombuffer(n2o, dtype=np.int64)[off]  # n2o is an array("q")
         return self._populate_columns(normalized, pairs[:, 0].copy(), off, bounds)
 
     def _tokens(self, text: str, spans: list[tuple[int, int, int, bool]]) -> list[Token]:
