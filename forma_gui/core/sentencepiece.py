@@ -255,7 +255,7 @@ class Normalizer:
         key = (self.charsmap, self.matcher, self.remove_extra_whitespaces,
                self.escape_whitespaces)
         cached = getattr(self, "_runs", None)
-        if cached is None or any(a is not b for a, b in zip(cached[0], key)):
+        if cached is None or cached[0] != key:  # compares the charsmap and matcher by identity
             cached = self._runs = (key, RunTables(self))
         return cached[1]
 
@@ -493,8 +493,9 @@ class RunTables:
         self._blank_table = _table(blanks)
         mapped = _literals(self.replace)
         self.mapped = re.compile(mapped or b"(?!)")
-        self.special = re.compile(b"|".join(([_byte_class(blanks)] if blanks else [])
-                                            + ([mapped] if mapped else [])) or b"(?!)")
+        self.special = re.compile(b"(" + b"|".join(([_byte_class(blanks)] if blanks else [])
+                                                   + ([mapped] if mapped else [])) + b")"
+                                  if blanks or mapped else b"((?!))")
 
     def match(self, data: bytes, pos: int) -> int:
         """The end of the run at `pos` (`pos` when there is none). A run's last character
@@ -528,22 +529,23 @@ class RunTables:
         """Append the run ``data[pos:end]``'s output and alignment; returns is_prev_space."""
         if end - pos >= LONG_RUN:
             return self._copy_long(data, pos, end, out, n2o, is_prev_space)
-        space, replace = self.space, self.replace
-        last = pos
-        for m in self.special.finditer(data, pos, end):
-            start = m.start()
-            if start > last:
-                _copy_plain(data, last, start, out, n2o)
+        space, replace, remove = self.space, self.replace, self.remove
+        offsets: list[int] = []  # one array extend at the end: they cost more per call
+        parts = self.special.split(data[pos:end])  # plain, special, plain, ..., plain
+        for k, part in enumerate(parts):
+            if k & 1:
+                text, blank = replace.get(part, (space, True))
+                if not (blank and is_prev_space):
+                    out += text
+                    offsets += [pos] * len(text)
+                is_prev_space = blank and remove
+            elif part:
+                out += part
+                offsets += range(pos, pos + len(part)) if part.isascii() else \
+                    _char_starts(data, pos, pos + len(part))
                 is_prev_space = False
-            text, blank = replace.get(m.group(), (space, True))
-            if not (blank and is_prev_space):
-                out += text
-                n2o.extend([start] * len(text))
-            is_prev_space = blank and self.remove
-            last = m.end()
-        if end > last:
-            _copy_plain(data, last, end, out, n2o)
-            is_prev_space = False
+            pos += len(part)
+        n2o.fromlist(offsets)
         return is_prev_space
 
     def _copy_long(self, data: bytes, pos: int, end: int, out: bytearray, n2o: array,
@@ -633,13 +635,6 @@ def _table(values: bytes):
     table = np.zeros(256, dtype=bool)
     table[list(values)] = True
     return table
-
-
-def _copy_plain(data: bytes, start: int, stop: int, out: bytearray, n2o: array) -> None:
-    """Copy plain characters: every output byte comes from its character's first byte."""
-    chunk = data[start:stop]
-    out += chunk
-    n2o.extend(range(start, stop) if chunk.isascii() else _char_starts(data, start, stop))
 
 
 #: runs of at least this many bytes are copied in numpy
