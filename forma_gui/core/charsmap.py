@@ -200,18 +200,6 @@ class CharsMap:
             self._first = bytes(self._child_exists(c) for c in range(256))
         return bool(self._first[byte])
 
-    def after_first(self, byte: int) -> tuple[bool, bytes]:
-        """(is `byte` alone a key, the bytes that can follow it inside a key)."""
-        units = self.units
-        node = _offset(units[0]) ^ byte
-        if not units or node >= len(units) or units[node] & 0x800000FF != byte:
-            return False, b""
-        base = node ^ _offset(units[node])
-        leaf = bool(units[node] & 0x100)
-        follow = bytes(c for c in range(1, 256)
-                       if (base ^ c) < len(units) and units[base ^ c] & 0x800000FF == c)
-        return leaf, follow
-
     def _child_exists(self, c: int) -> bool:
         units = self.units
         if not units:

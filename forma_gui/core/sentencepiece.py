@@ -467,11 +467,11 @@ def _render(node: dict) -> tuple[bytes, int]:
 
 class RunTables:
     """The fast path of `Normalizer.normalize`: `run` matches a run of `CharKinds`
-    characters (each where its lookahead holds), and `copy` writes a run's output and
+    characters (each where its look-around holds), and `copy` writes a run's output and
     alignment: a PLAIN character is copied, a MAPPED one replaced, a BLANK one becomes one
     (escaped) space, dropped after a blank (or at the start, after a space) when extra
     whitespace is removed; all bytes of a character's output come from its first byte.
-    Inside a run every lookahead is known to hold, so `special` and `mapped` find the
+    Inside a run every look-around is known to hold, so `special` and `mapped` find the
     blanks and replaced characters by their bytes alone.
     """
 
@@ -490,7 +490,7 @@ class RunTables:
         blanks = bytes(last[0] for prefix, last, _, _, kind in kinds.entries
                        if kind == BLANK and not prefix)
         self.blank_bytes = blanks
-        self._blank_table = _table(blanks)
+        self._blank_table = None  # numpy, made by the first long run
         mapped = _literals(self.replace)
         self.mapped = re.compile(mapped or b"(?!)")
         self.special = re.compile(b"(" + b"|".join(([_byte_class(blanks)] if blanks else [])
@@ -551,44 +551,60 @@ class RunTables:
     def _copy_long(self, data: bytes, pos: int, end: int, out: bytearray, n2o: array,
                    is_prev_space: bool) -> bool:
         """`copy` in numpy: per input byte the number of output bytes it gives (`count`);
-        every output byte comes from its character's first byte. Every byte of a blank is
-        marked blank, so a blank follows a blank exactly when the byte before it is one."""
+        every output byte comes from its character's first byte."""
         import numpy as np
 
         chunk = data[pos:end]
         raw = np.frombuffer(chunk, dtype=np.uint8)                      # (run,)
-        blank = self._blank_table[raw]
+        lead = (raw & 0xC0) != 0x80
         found = self._mapped(chunk)
+        blank, kept = self._blanks(raw, lead, found, is_prev_space)
+        count = np.where(blank, kept.astype(np.intp) * len(self.space), 1)
         if found is not None:
             at, size, text, is_blank = found
-            blank[_spread(at[is_blank], size[is_blank])] = True
-        lead = (raw & 0xC0) != 0x80
-        kept = blank & lead
-        if self.remove:
-            kept[1:] &= ~blank[:-1]
-            kept[0] &= not is_prev_space
-        width = len(self.space)
-        count = np.where(blank, kept.astype(np.intp) * width, 1)
-        if found is not None:
             mapped = ~is_blank
             count[_spread(at[mapped] + 1, size[mapped] - 1)] = 0
             count[at[mapped]] = [len(t) for t, m in zip(text, mapped.tolist()) if m]
         first = np.maximum.accumulate(np.where(lead, np.arange(pos, end, dtype=np.int64), 0))
         n2o.frombytes(np.repeat(first, count).tobytes())
+        out += self._output(raw, count, kept, found).tobytes()
+        return bool(self.remove and blank[-1])
+
+    def _blanks(self, raw, lead, found, is_prev_space: bool):
+        """(blank, kept) bool masks over a run's bytes: every byte of a blank is marked
+        blank, so a blank follows a blank exactly when the byte before it is one; kept are
+        the first bytes of the blanks that give a space."""
+        if self._blank_table is None:
+            self._blank_table = _table(self.blank_bytes)
+        blank = self._blank_table[raw]
+        if found is not None:
+            at, size, _, is_blank = found
+            blank[_spread(at[is_blank], size[is_blank])] = True
+        kept = blank & lead
+        if self.remove:
+            kept[1:] &= ~blank[:-1]
+            kept[0] &= not is_prev_space
+        return blank, kept
+
+    def _output(self, raw, count, kept, found):
+        """The run's output bytes: each input byte `count` times, then the escaped spaces
+        and the replacements written over theirs."""
+        import numpy as np
+
         result = np.repeat(raw, count)
         ends = np.cumsum(count)                                         # (run,) output end
         spaces = np.flatnonzero(kept)
         spaces = ends[spaces] - count[spaces]
         for k, b in enumerate(self.space):
             result[spaces + k] = b
-        if found is not None and mapped.any():
-            text = [t for t, m in zip(text, mapped.tolist()) if m]
-            starts = at[mapped]
+        if found is not None and not found[3].all():
+            at, _, text, is_blank = found
+            text = [t for t, b in zip(text, is_blank.tolist()) if not b]
+            starts = at[~is_blank]
             lengths = count[starts]
             result[_spread(ends[starts] - lengths, lengths)] = np.frombuffer(b"".join(text),
                                                                            dtype=np.uint8)
-        out += result.tobytes()
-        return bool(self.remove and blank[-1])
+        return result
 
     def _mapped(self, chunk: bytes):
         """(starts, sizes, outputs, is blank) of the MAPPED and multi-byte BLANK characters
