@@ -482,9 +482,13 @@ class RunTables:
         groups: dict[tuple[bytes, bytes, bytes], bytearray] = {}
         for prefix, last, tail, look, kind in kinds.entries:
             groups.setdefault((prefix, tail, look), bytearray()).extend(last)
-        fast = groups.pop((b"", b"", b""), b"")
+        # characters that are in a run whatever surrounds them, by form: each loops on its
+        # own (a stretch of CJK costs one alternation, not one per character), its first
+        # character outside the loop so that `re` can skip the alternative on one byte
+        loops = [_byte_class(bytes(groups.pop(key))) + key[1] for key in sorted(groups)
+                 if not key[0] and not key[2]]
         rest = _alternation(groups)
-        body = b"|".join(([_byte_class(bytes(fast)) + b"++"] if fast else [])
+        body = b"|".join([b"%s(?:%s)*+" % (loop, loop) for loop in loops]
                          + ([rest] if rest else []))
         self.run = re.compile(b"(?:" + body + b")++" if body else b"(?!)")
         blanks = bytes(last[0] for prefix, last, _, _, kind in kinds.entries
