@@ -563,13 +563,16 @@ class RunTables:
         lead = (raw & 0xC0) != 0x80
         found = self._mapped(chunk)
         blank, kept = self._blanks(raw, lead, found, is_prev_space)
-        count = np.where(blank, kept.astype(np.intp) * len(self.space), 1)
+        width = np.uint8(len(self.space))  # 1 per other byte, 0 per dropped blank byte
+        count = ((~blank).view(np.uint8) + kept.view(np.uint8) * width).astype(np.intp)
         if found is not None:
             at, size, text, is_blank = found
             mapped = ~is_blank
             count[_spread(at[mapped] + 1, size[mapped] - 1)] = 0
             count[at[mapped]] = [len(t) for t, m in zip(text, mapped.tolist()) if m]
-        first = np.maximum.accumulate(np.where(lead, np.arange(pos, end, dtype=np.int64), 0))
+        first = np.arange(pos, end, dtype=np.int64)                     # (run,) its character
+        if not chunk.isascii():
+            first = np.maximum.accumulate(np.where(lead, first, 0))
         n2o.frombytes(np.repeat(first, count).tobytes())
         out += self._output(raw, count, kept, found).tobytes()
         return bool(self.remove and blank[-1])
