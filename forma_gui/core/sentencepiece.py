@@ -188,13 +188,25 @@ class Normalizer:
         normalized, n2o = self.normalize_offsets(data, fast=fast)
         return normalized, n2o.tolist()
 
-    def normalize_offsets(self, data: bytes, *, fast: bool = True) -> tuple[bytes, array]:
+    def normalize_offsets(self, data: bytes, *, fast: bool = True, head: bool = True,
+                          tail: bool = True) -> tuple[bytes, array]:
         """`normalize` with norm_to_orig as an ``array("q")``: the tokenizer only looks up
         the offsets of token boundaries, so a megabyte of text needs no million int
-        objects."""
+        objects.
+
+        ``head=False`` / ``tail=False`` normalize `data` as a middle part of a longer text
+        (core.incremental re-normalizes a window around an edit): no leading blanks dropped
+        and no dummy prefix, the loop starting after a character that was no blank; no
+        trailing blanks dropped and no dummy suffix, the alignment ending at ``len(data)``.
+        Where the text splits into two parts that no normalizer step crosses (see
+        `EditCuts`), its result is the two parts' results joined.
+
+        >>> Normalizer().normalize_offsets(b" a  ", head=False, tail=False)[0].decode()
+        '▁a▁'
+        """
         n = len(data)
         pos = 0
-        if self.remove_extra_whitespaces:
+        if head and self.remove_extra_whitespaces:
             while pos < n:
                 piece, length = self.normalize_prefix(data, pos)
                 if piece != b" ":
@@ -205,31 +217,32 @@ class Normalizer:
         out = bytearray()
         n2o = array("q")
         space = SPACE_BYTES if self.escape_whitespaces else b" "
-        if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
+        if head and self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
             out += space
             n2o.extend([pos] * len(space))
-        self._body(data, pos, out, n2o, fast)
+        self._body(data, pos, out, n2o, fast, head and self.remove_extra_whitespaces)
         consumed = n
-        if self.remove_extra_whitespaces:
+        if tail and self.remove_extra_whitespaces:
             while out.endswith(space):
                 cut = len(out) - len(space)
                 consumed = n2o[cut]
                 del out[cut:], n2o[cut:]
-        if self.add_dummy_prefix and self.treat_whitespace_as_suffix:
+        if tail and self.add_dummy_prefix and self.treat_whitespace_as_suffix:
             out += space
             n2o.extend([consumed] * len(space))
         n2o.append(consumed)
         return bytes(out), n2o
 
-    def _body(self, data: bytes, pos: int, out: bytearray, n2o: array, fast: bool) -> None:
-        """The main loop of Normalizer::Normalize after the leading spaces. The fast path
-        copies whole runs of characters whose normalization needs no look behind them
+    def _body(self, data: bytes, pos: int, out: bytearray, n2o: array, fast: bool,
+              is_prev_space: bool) -> None:
+        """The main loop of Normalizer::Normalize after the leading spaces (is_prev_space:
+        its state there, true at a text's start when extra whitespace is removed). The fast
+        path copies whole runs of characters whose normalization needs no look behind them
         (`runs`) in C-level steps; the rest goes one prefix at a time."""
         n = len(data)
         remove = self.remove_extra_whitespaces
         escape = self.escape_whitespaces
         runs = self.runs() if fast else None
-        is_prev_space = remove
         while pos < n:
             if runs is not None:
                 end = runs.match(data, pos)
@@ -1014,6 +1027,228 @@ def tile_spans_reference(spans: Sequence[tuple[int, int]],
     return out
 
 
+# ---- cuts, for core.incremental -------------------------------------------------------------
+
+_KEY_CHARACTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def key_characters(charsmap: CharsMap) -> tuple[frozenset[str], frozenset[str], bool]:
+    """(continuations, tails, whole) of a charsmap's keys: every character that follows
+    another one in some key, the last characters of the keys longer than one character,
+    and whether every key is whole UTF-8 characters (a lead byte wherever a character
+    starts, no key ending inside one). Walks the trie breadth first, all nodes of a depth
+    at once in numpy; the trie shares suffixes (a DAWG), so a node is kept once per state
+    it is reached in. Computed once per charsmap.
+
+    >>> key_characters(CharsMap(b""))
+    (frozenset(), frozenset(), True)
+    """
+    found = _KEY_CHARACTERS.get(charsmap)
+    if found is None:
+        found = _KEY_CHARACTERS[charsmap] = _walk_key_characters(charsmap)
+    return found
+
+
+def _walk_key_characters(charsmap: CharsMap) -> tuple[frozenset[str], frozenset[str], bool]:
+    import numpy as np
+
+    if not charsmap.units:
+        return frozenset(), frozenset(), True
+    units = np.frombuffer(charsmap.units, dtype=np.uint32).astype(np.int64)
+    offset = (units >> 10) << ((units & 0x200) >> 6)
+    label = units & 0x800000FF
+    nodes = np.flatnonzero(label <= 0xFF)                   # (children,) every labelled unit
+    labels = label[nodes]
+    order = np.lexsort((labels, nodes ^ labels))            # by the base of their parent
+    bases, labels, nodes = (nodes ^ labels)[order], labels[order], nodes[order]
+    # one row per (node, chars started (capped at 2), continuation bytes due, code point so far)
+    node = np.zeros(1, dtype=np.int64)
+    started = need = point = np.zeros(1, dtype=np.int64)
+    continuations, tails, whole = set(), set(), True
+    while len(node):
+        base = node ^ offset[node]
+        lo, hi = np.searchsorted(bases, base, "left"), np.searchsorted(bases, base, "right")
+        parent = np.repeat(np.arange(len(node)), hi - lo)   # (edges,)
+        edge = np.arange(len(parent)) - np.repeat(np.cumsum(hi - lo) - (hi - lo), hi - lo) + lo[parent]
+        b, child = labels[edge], nodes[edge]
+        fresh = need[parent] == 0                           # the byte must start a character
+        size = np.select([b < 0x80, (b >= 0xC2) & (b < 0xE0), (b >= 0xE0) & (b < 0xF0),
+                          (b >= 0xF0) & (b < 0xF5)], [1, 2, 3, 4], 0)
+        lead_bits = np.select([size == 1, size == 2, size == 3], [b, b & 0x1F, b & 0x0F], b & 0x07)
+        bad = np.where(fresh, size == 0, (b & 0xC0) != 0x80)
+        need_after = np.where(fresh, size - 1, need[parent] - 1)
+        point_after = np.where(fresh, lead_bits, (point[parent] << 6) | (b & 0x3F))
+        started_after = np.where(fresh, np.minimum(started[parent] + 1, 2), started[parent])
+        has_value = (units[child] & 0x100) != 0
+        if bad.any() or (has_value & (need_after > 0)).any():
+            whole = False
+        done = ~bad & (need_after == 0) & (started_after == 2)
+        continuations.update(map(chr, np.unique(point_after[done]).tolist()))
+        tails.update(map(chr, np.unique(point_after[done & has_value]).tolist()))
+        keep = ~bad
+        rows = np.unique(np.stack([child[keep], started_after[keep], need_after[keep],
+                                   point_after[keep]]), axis=1)
+        node, started, need, point = rows
+    return frozenset(continuations), frozenset(tails), whole
+
+
+class EditCuts:
+    """Where the tokens of a SentencePiece BPE text split into two independent parts:
+    ``cuts(pair)`` is true when, wherever the two characters of `pair` stand side by side
+    in a text, the tokens before them are those of the text before them (normalized as a
+    text's head) and the tokens after them those of the text after them (normalized as a
+    middle part, `Normalizer.normalize_offsets` with head=False), with the same spans.
+    That holds when (see core.incremental for the whole argument):
+
+    * no normalizer step crosses the place: no user-defined piece holds the pair, and no
+      charsmap key goes on past a character into the second one (it is no key's
+      `continuation <key_characters>`), so each side's steps are its own;
+    * the step that ends there gives output that does not end with a blank once escaped
+      (so that ``is_prev_space`` is false after it, and a text's end that drops trailing
+      blanks stops before it), and the step that starts there gives some output (so the
+      last token before the place ends exactly there): the first character is no charsmap
+      key's tail, and every output either step can make is checked;
+    * no merge crosses the place: the last output character before it and the first after
+      it stand side by side in no model piece (a merge only makes a piece, and user-defined
+      symbols are pieces), so each side gets the merges it gets alone (a pair's place in the
+      queue is its score, then its position);
+    * without byte fallback, the two are not both unknown as single characters (a run of
+      unknown pieces would collapse into one ``<unk>`` across the place).
+
+    Lone surrogates (three malformed bytes, three U+FFFD) are never beside a cut. The
+    answers are cached per pair.
+    """
+
+    def __init__(self, tokenizer: "SentencePieceTokenizer") -> None:
+        normalizer = tokenizer.normalizer
+        self.normalizer = normalizer
+        self.remove = normalizer.remove_extra_whitespaces
+        self.escape = normalizer.escape_whitespaces
+        charsmap = normalizer.charsmap
+        if charsmap is not None:
+            self.continuations, self.tails, _ = key_characters(charsmap)
+        else:
+            self.continuations = self.tails = frozenset()
+        user = [p.decode("utf-8") for p in (normalizer.matcher.pieces if normalizer.matcher else ())]
+        self.user_pairs = frozenset(p[k:k + 2] for p in user for k in range(len(p) - 1))
+        self.user_ending: dict[str, list[bytes]] = {}
+        self.user_starting: dict[str, list[bytes]] = {}
+        for p in user:
+            if len(p) > 1:
+                self.user_ending.setdefault(p[-1], []).append(p.encode())
+                self.user_starting.setdefault(p[0], []).append(p.encode())
+        self.piece_pairs = tokenizer.piece_pairs()
+        self.byte_fallback = tokenizer.byte_fallback
+        self._normal, self._types, self._unk = tokenizer.tables()["normal"], tokenizer.types, tokenizer.model_unk
+        self._cache: dict[str, bool] = {}
+        self._left: dict[str, frozenset[str] | None] = {}
+        self._right: dict[str, frozenset[str] | None] = {}
+
+    def __call__(self, pair: str) -> bool:
+        """Whether the place between the two characters of `pair` is a cut."""
+        found = self._cache.get(pair)
+        if found is None:
+            if len(self._cache) >= CHUNK_CACHE_LIMIT:
+                self._cache.clear()
+            found = self._cache[pair] = self._decide(pair)
+        return found
+
+    def _decide(self, pair: str) -> bool:
+        first, second = pair
+        if _is_surrogate(first) or _is_surrogate(second) or pair in self.user_pairs:
+            return False
+        lasts, firsts = self.last_outputs(first), self.first_outputs(second)
+        if lasts is None or firsts is None:
+            return False
+        known = self.known
+        return not any(a + b in self.piece_pairs or not (self.byte_fallback or known(a) or known(b))
+                       for a in lasts for b in firsts)
+
+    def known(self, char: str) -> bool:
+        """Whether a normalized character alone is a piece the model reports (NORMAL or
+        USER_DEFINED): a final symbol that holds it is then no unknown piece."""
+        i = self._normal.get(char.encode("utf-8"), self._unk)
+        return i != self._unk and self._types[i] in (NORMAL, USER_DEFINED)
+
+    def last_outputs(self, char: str) -> frozenset[str] | None:
+        """The last normalized characters of the steps that can end with `char` (None when
+        one of them ends with a blank, gives nothing, or is a charsmap key's tail)."""
+        if char not in self._left:
+            outputs = None
+            if char not in self.tails:
+                outputs = [self._alone(char)] + self.user_ending.get(char, [])
+            self._left[char] = self._edge(outputs, -1, self.remove)
+        return self._left[char]
+
+    def first_outputs(self, char: str) -> frozenset[str] | None:
+        """The first normalized characters of the steps that can start with `char` (None
+        when one gives nothing, or `char` continues a charsmap key)."""
+        if char not in self._right:
+            outputs = None
+            if char not in self.continuations:
+                outputs = ([self._alone(char)] + self.user_starting.get(char, [])
+                           + self._longer_keys(char))
+            self._right[char] = self._edge(outputs, 0, False)
+        return self._right[char]
+
+    def _alone(self, char: str) -> bytes:
+        """What a step over just `char` outputs."""
+        data = char.encode("utf-8")
+        return self.normalizer.normalize_prefix(data, 0)[0]
+
+    def _longer_keys(self, char: str) -> list[bytes]:
+        """The outputs of the charsmap keys that start with `char` and go on past it."""
+        charsmap = self.normalizer.charsmap
+        if charsmap is None:
+            return []
+        node = 0
+        for b in char.encode("utf-8"):
+            node = charsmap.child(node, b)
+            if node < 0:
+                return []
+        out, stack = [], [child for _, child in charsmap.children(node)]
+        while stack:
+            node = stack.pop()
+            value = charsmap.value(node)
+            if value is not None:
+                out.append(value)
+            stack += [child for _, child in charsmap.children(node)]
+        return out
+
+    def _edge(self, outputs: list[bytes] | None, at: int, blank_end: bool) -> frozenset[str] | None:
+        """The characters at index `at` of the outputs, spaces escaped as the normalizer
+        escapes them; None if an output is empty, not UTF-8, or (blank_end) ends with a
+        blank once escaped: a text's end drops trailing escaped spaces, and a literal ``▁``
+        looks like one."""
+        if outputs is None:
+            return None
+        chars = set()
+        space = SPACE_BYTES if self.escape else b" "
+        for output in outputs:
+            escaped = output.replace(b" ", SPACE_BYTES) if self.escape else output
+            if not output or (blank_end and escaped.endswith(space)):
+                return None
+            try:
+                text = output.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+            chars.add(SPACE if self.escape and text[at] == " " else text[at])
+        return frozenset(chars)
+
+
+def _is_surrogate(char: str) -> bool:
+    return "\ud800" <= char <= "\udfff"
+
+
+def _utf8(data: bytes) -> bool:
+    """Whether `data` is well-formed UTF-8."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 # ---- the tokenizer -------------------------------------------------------------------------
 
 class SentencePieceTokenizer(Tokenizer):
@@ -1432,6 +1667,63 @@ class SentencePieceTokenizer(Tokenizer):
                                    right.decode("utf-8", "surrogateescape"),
                                    tables["normal"][merged], text[pos], pos, text))
         return steps
+
+    # ---- cuts, for core.incremental (edits re-encode the text between two of them) -------
+    def edit_reason(self) -> str:
+        """Why an edit must re-encode the whole text ("" when the text between two
+        `edit_cuts` around it suffices): only BPE models qualify, and only when the
+        normalizer's steps are whole characters."""
+        if self.algorithm == "unigram":
+            return ("SentencePiece unigram: the Viterbi search adds float32 path scores from the "
+                    "start of the text, so the best path through a region depends on all before it")
+        if self.algorithm != "bpe":
+            return f"SentencePiece {self.algorithm} models are re-encoded in full"
+        if self.model_unk < 0:
+            return "no unknown piece (unknown characters get no id)"
+        charsmap = self.normalizer.charsmap
+        if charsmap is not None and not (key_characters(charsmap)[2] and _utf8(charsmap.normalized)):
+            return "charsmap keys or outputs that are not whole UTF-8 characters"
+        matcher = self.normalizer.matcher
+        if matcher is not None and not all(_utf8(p) for p in matcher.pieces):
+            return "user-defined pieces that are not UTF-8"
+        return ""
+
+    def edit_cuts(self) -> EditCuts:
+        """The cut rule of a BPE model (`EditCuts`, built once): ``edit_cuts()(pair)`` says
+        whether the place between the two characters of `pair` is a cut."""
+        cuts = self.__dict__.get("_edit_cuts")
+        if cuts is None:
+            cuts = self._edit_cuts = EditCuts(self)
+        return cuts
+
+    def piece_pairs(self) -> frozenset[str]:
+        """Every two characters that stand side by side in a piece a merge can make or an
+        initial symbol can be (NORMAL, USER_DEFINED and UNUSED pieces): one vectorized
+        pass over the texts joined by NUL, whose extra pairs only hide cuts."""
+        pairs = self.__dict__.get("_piece_pairs")
+        if pairs is None:
+            import numpy as np
+
+            texts = [p for p, t in zip(self.pieces, self.types) if t in MODEL_PIECE_TYPES]
+            points = np.frombuffer("\0".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            codes = np.unique((points[:-1].astype(np.int64) << 21) | points[1:])  # code points < 2**21
+            pairs = self._piece_pairs = frozenset(chr(c >> 21) + chr(c & 0x1FFFFF) for c in codes.tolist())
+        return pairs
+
+    def fragment_spans(self, text: str, start: int, end: int, *, head: bool,
+                       tail: bool) -> list[tuple[int, int, int]]:
+        """The tokens of ``text[start:end]`` as (id, start, end), character offsets into
+        `text` before `segment` tiles them: the part normalized as a text's head (leading
+        blanks dropped, the dummy prefix) and/or tail (trailing blanks dropped), or as a
+        middle part between two `edit_cuts`, then encoded and populated like a whole text."""
+        part = text[start:end]
+        data = part.encode("utf-8", "surrogatepass")
+        normalized, n2o = self.normalizer.normalize_offsets(data, head=head, tail=tail)
+        spans = self._populate(normalized, n2o, self.encode_normalized(normalized) if normalized else [])
+        to_char = byte_to_char_offsets(part)
+        if to_char is None:
+            return [(i, start + b, start + e) for i, b, e in spans]
+        return [(i, start + to_char[b], start + _char_end(to_char, e)) for i, b, e in spans]
 
     # ---- segments and decoding -------------------------------------------------------------
     def segment(self, text: str, *, special: bool = False) -> list[Token]:
