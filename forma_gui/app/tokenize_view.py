@@ -8,10 +8,10 @@ view exists) the embedding row of the selected token.
 Re-tokenization is debounced. Small inputs are encoded inline (a few ms); large ones go
 to a LatestRunner, so a 1 MB paste never blocks the window and only the newest text's
 result is ever shown. Every encode goes through `TokenizeView._segment`. For byte-level
-BPE (GGUF ones included, see core.incremental) that builds an IncrementalEncoder, which
-then follows the editor edit by edit (`_follow_edit`), so a keystroke in a 1 MB document
-re-encodes only around itself. Other vocabularies (GGUF SPM, WordPiece and unigram ones, and
-SentencePiece .model files) re-segment the whole text in the worker, as columns
+BPE and SentencePiece BPE (GGUF ones and .model files, see core.incremental) that builds an
+IncrementalEncoder, which then follows the editor edit by edit (`_follow_edit`), so a
+keystroke in a 1 MB document re-encodes only around itself. Other vocabularies (WordPiece and
+unigram ones) re-segment the whole text in the worker, as columns
 (core.segment.segment_columns), not a Token object per token.
 """
 from __future__ import annotations

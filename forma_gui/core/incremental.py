@@ -78,13 +78,55 @@ llama.cpp's SentencePiece BPE (GGUF ``llama`` vocabularies: Llama 2, Mistral, Ge
   no normalizer: nothing else falls back. The whole text is encoded from the tokenizer's
   `segment_columns`, ids included (one pass, no Token per token).
 
+SentencePiece BPE .model files (`SentencePieceTokenizer`: Mistral's, botchan's) run a normalizer
+first, whose output the model merges; a cut is a place between two characters where both the
+normalizer and the model fall apart (`EditCuts`, a rule on the two characters alone):
+
+* the normalizer is a sequence of steps, each the longest user-defined piece, else the longest
+  charsmap key, else one character (one byte of malformed UTF-8), that starts where the last
+  ended. When every key is whole characters (`key_characters`; else `reason`), steps start
+  and end on characters, and one that crosses a place holds both its characters: no step
+  crosses it when no user piece holds the pair and the second character continues no charsmap
+  key. Each side's steps are then its own (a longest match that does not cross sees the same
+  bytes). Its state there is ``is_prev_space`` (with remove_extra_whitespaces): false when
+  every output the step ending there can make (the first character alone, or a user piece it
+  ends; it ends no longer charsmap key) does not end with a blank once escaped; that also stops
+  a text's end from dropping trailing blanks, a literal ``▁`` among them, past it. Every output
+  the step starting there can make must be non-empty, so that the last token before the place
+  ends exactly there (a token's span ends where the next output byte comes from).
+* the model starts from the normalized characters (user-defined pieces as one symbol) and only
+  merges into pieces, in score-then-position order, so, as for llama.cpp, no merge crosses two
+  output characters that stand side by side in no piece (`piece_pairs`), and each side gets
+  the merges it gets alone (a merged UNUSED piece splits back by the one pair that can form it,
+  the same anywhere). Without byte fallback a run of unknown pieces becomes one ``<unk>``: the
+  two characters must not both be unknown alone. Lone surrogates are never beside a cut.
+* so the tokens before a cut are those of the text before it normalized as a text's head, and
+  the tokens after it those of the text after it normalized as a middle part
+  (`Normalizer.normalize_offsets` with head=False: no leading blanks dropped, no dummy prefix,
+  ``is_prev_space`` false), with the same spans. The region between the cuts around an edit
+  is re-encoded piece by piece between special tokens (special=True: control and unknown
+  pieces' texts, cut out leftmost-longest; each text between them is encoded on its own) by
+  `SentencePieceTokenizer.fragment_spans`, a piece being a head after the text's start or a
+  special token and a tail before one or the text's end (trailing blanks dropped, the dummy
+  suffix of treat_whitespace_as_suffix).
+* spans are tiled as `segment` tiles them (`_tiled_with_gaps`): dropped text joins the cluster
+  after it, so a region ending at an unchanged special token takes that token in; the last
+  cluster takes in the rest of the text: the region's when no token follows it (text after a
+  cut can be all blanks that the end drops), else the one before the region when the region
+  gives no token, and that cluster ends at the region again once it does.
+* unigram models keep re-encoding in full (`reason`): the Viterbi search adds float32 path
+  scores from the start of the text, so a region's best path depends on all before it; so do
+  word and char models, models without an unknown piece, and charsmaps whose keys or outputs
+  are not whole UTF-8 characters.
+
 The text lives in `TextBlocks`: copying a 1 MB str of Cyrillic already costs over 1 ms here.
 
 Where the shortcut is not provably right the encoder re-encodes everything (`full_encodes`
 counts it), so the result is always exact:
 
-* always (`reason` says why): tokenizers other than ByteLevelBPETokenizer, LlamaBPETokenizer
-  and LlamaSPMTokenizer (SentencePiece .model files, WordPiece, llama.cpp's unigram), a regex
+* always (`reason` says why): tokenizers other than ByteLevelBPETokenizer, LlamaBPETokenizer,
+  LlamaSPMTokenizer and SentencePiece BPE .model files (their unigram ones, WordPiece,
+  llama.cpp's unigram), a regex
   outside VERIFIED (custom ones, several Split stages, llama.cpp regex stages without a
   one-regex form); with special=True, added tokens with lstrip/rstrip/single_word/normalized
   flags, or add_prefix_space; for llama.cpp, partition tokens with the LSTRIP/RSTRIP
@@ -92,7 +134,7 @@ counts it), so the result is always exact:
   SentencePiece BPE, a vocabulary whose words can interact (a token with ``▁`` after another
   character, or a score that is not a number: `LlamaSPMTokenizer._words` is None) or that
   has bytes without a token (no ``<0xNN>`` token and no unk: llama.cpp drops them);
-* while the text has lone surrogates (not for llama.cpp's SentencePiece BPE), or the
+* while the text has lone surrogates (not for llama.cpp's SentencePiece BPE nor .model files), or the
   tokenizer's normalizer (NFC, NFKC, ...) would change it (prepare() then rewrites the text,
   so offsets no longer line up);
 * for one edit, when the region's token bytes differ from its text bytes (a vocabulary that
@@ -101,7 +143,7 @@ counts it), so the result is always exact:
   of the tokens around a dropped byte take it in, so they no longer start at cuts).
 
 `supports_edits` is `local_edits` for ByteLevelBPETokenizer only: core.chunked slices the
-text for it, and knows nothing of llama.cpp's partition.
+text for it, and knows nothing of llama.cpp's partition nor of SentencePiece's normalizer.
 
 `nbytes` is the tokens' bytes all together, as the view's TokenStore counts them (for
 llama.cpp's SentencePiece BPE, the prepended spaces included).
@@ -165,8 +207,8 @@ CUT_WINDOW = 64
 _SURROGATE = regex.compile("[\ud800-\udfff]")
 _ASCII = regex.compile("[\x00-\x7f]")
 _ASCII_BACKWARD = regex.compile("[\x00-\x7f]", regex.REVERSE)
-#: the _Plan per llama.cpp tokenizer and mode (its overlap check is not free)
-_LLAMA_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: the _Plan per llama.cpp or SentencePiece tokenizer and mode (its overlap check is not free)
+_CACHED_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class _Plan(NamedTuple):
@@ -176,6 +218,7 @@ class _Plan(NamedTuple):
     reason: str                          # why edits re-encode in full ("" when they do not)
     matched: tuple[tuple[str, int], ...]  # (text, id) the special-token scan cuts out; the first listed wins
     special_ids: frozenset[int]          # ids of the tokens flagged special
+    disjoint: bool = False               # no two matches of `matched` can overlap (`_overlap_free`)
 
 
 class Splice(NamedTuple):
@@ -272,12 +315,15 @@ class IncrementalEncoder:
         self._special_ids = plan.special_ids
         self._added = _added_matcher(plan.matched) if plan.matched else None
         self._llama = _is_llama(tokenizer)
-        self._disjoint = self._llama and not self.reason  # matches never overlap (see _llama_reason)
-        # llama.cpp's SentencePiece BPE: whole texts from its columns, regions between cuts
-        # (joinable_pairs) from its fragment_spans
-        self._columns = _is_spm(tokenizer)
-        self._spm = self._columns and not self.reason
+        self._disjoint = plan.disjoint  # matches never overlap (see _llama_reason, _sentencepiece_plan)
+        # llama.cpp's SentencePiece BPE and SentencePiece .model files: whole texts from their
+        # columns, regions between cuts (joinable_pairs, edit_cuts) from their fragment_spans
+        sentencepiece = _is_sentencepiece(tokenizer)
+        self._columns = _is_spm(tokenizer) or sentencepiece
+        self._spm = _is_spm(tokenizer) and not self.reason
+        self._sp = sentencepiece and not self.reason
         self._joinable = tokenizer.joinable_pairs() if self._spm else None  # its cuts: the other pairs
+        self._is_cut = tokenizer.edit_cuts() if self._sp else None  # a SentencePiece model's cut rule
         self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
         self._blocks = TextBlocks()
         self.full_encodes = 0
@@ -418,8 +464,8 @@ class IncrementalEncoder:
         """Whether the edit can be handled locally (checked after the text changed)."""
         if self.reason:
             return False
-        if self._spm:  # no normalizer, and lone surrogates are words' characters like any other
-            return True
+        if self._spm or self._sp:  # lone surrogates are characters like any other (never beside
+            return True            # a cut for .model files); the normalizer is re-run on the region
         if not self._clean or self._surrogates or not self._aligned:
             return False
         if start == 0 and self._prefix_space:
@@ -450,6 +496,8 @@ class IncrementalEncoder:
             u0, u1, seg_lo, seg_hi, matches = self._rescan_matches(e, removed, added)
         r = self._cut_before(u0, seg_lo)
         q, q_is_cut = self._cut_after(u1, seg_hi)
+        if self._sp:
+            return self._retokenize_sentencepiece(r, r != seg_lo, q, q_is_cut, matches, delta)
         if self._spm:
             new = self._encode_words(r, r != seg_lo, q, matches)
         else:
@@ -463,6 +511,8 @@ class IncrementalEncoder:
         """The last cut r with lo < r < u0 (both neighbours before u0), else lo."""
         if self._joinable is not None:
             r = _pair_cut_backward(self._blocks, lo, u0, self._joinable)
+        elif self._is_cut is not None:
+            r = _rule_cut_backward(self._blocks, lo, u0, self._is_cut)
         else:
             r = _find_backward(CUT_BACKWARD, self._blocks, lo, u0)
         return lo if r is None else r
@@ -471,6 +521,8 @@ class IncrementalEncoder:
         """(the first cut q with u1 < q < hi, True), else (hi, False)."""
         if self._joinable is not None:
             q = _pair_cut_forward(self._blocks, u1, hi, self._joinable)
+        elif self._is_cut is not None:
+            q = _rule_cut_forward(self._blocks, u1, hi, self._is_cut)
         else:
             q = _find_forward(CUT, self._blocks, u1, hi)
         return (hi, False) if q is None else (q, True)
@@ -512,6 +564,78 @@ class IncrementalEncoder:
                 spans.append((token_id, m_start - r, m_end - r, SPECIAL))
             pos, after_special = m_end - r, True
         return _tiled(spans, len(text), r)
+
+    def _retokenize_sentencepiece(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
+                                  matches: list[tuple[int, int, int]], delta: int) -> bool:
+        """Re-encode text[r:q] for a SentencePiece .model file, tiled as `segment` tiles it;
+        False to fall back.
+
+        When q is an unchanged special token's start (not a cut, not the end), that token
+        joins the region: the blanks dropped before it belong to its span, which therefore
+        depends on the region. The last cluster before r ends at r, unless the region has no
+        token and none follows: then it takes in the rest of the text (and it may have done
+        so before the edit). When no token follows, the region's last cluster takes it in
+        (text after a cut can be all blanks that the text's end drops).
+        """
+        if not q_is_cut and q < len(self._blocks):
+            k = bisect_left(self._m_starts, q)  # the unchanged match at q (see _rescan_matches)
+            end = self._m_ends[k]
+            matches = [*matches, (q, end, self._added[1][self._blocks.slice(q, end)])]
+            q = end
+        spans = self._sentencepiece_spans(r, r_is_cut, q, q_is_cut, matches)
+        if spans is None:
+            return False
+        # a region up to the end takes every token left (a zero-width dummy suffix starts there)
+        q_old = q - delta if q < len(self._blocks) else len(self._blocks) - delta + 1
+        at_end = bisect_left(self.starts, q_old) == len(self.starts)  # no token follows
+        if not spans and not at_end:
+            return False  # not expected: a cut or a special token always brings a token
+        new = _tiled_with_gaps(spans, (len(self._blocks) if at_end else q) - r, r, at_end)
+        self._splice(r, q_old, new, delta)
+        self._retile_before(self.last_splice.first, r if spans else len(self._blocks))
+        return True
+
+    def _sentencepiece_spans(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
+                             matches: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]] | None:
+        """The raw (id, start, end, flag) spans of the tokens of text[r:q], offsets in it.
+
+        Each piece between special tokens is normalized and encoded as what it is in the
+        whole text (`SentencePieceTokenizer.fragment_spans`): its head when it starts at the
+        text's start or after a special token, else (from the cut r) a middle part; its tail
+        when a special token or the text's end follows, else (up to the cut q) a middle part.
+        None when the tokens do not start at the cut r or end at the cut q (not expected:
+        see `EditCuts`; a fragment's tail from r may be all blanks, which its end drops).
+        """
+        text = self._blocks.slice(r, q)
+        fragment_spans = self.tokenizer.fragment_spans
+        spans: list[tuple[int, int, int, int]] = []
+        pos, head = 0, not r_is_cut
+        for m_start, m_end, token_id in [*matches, (q, q, -1)]:
+            if m_start - r > pos:
+                tail = token_id >= 0 or not q_is_cut
+                part = fragment_spans(text, pos, m_start - r, head=head, tail=tail)
+                if not head and (part[0][1] != pos if part else not tail):
+                    return None
+                spans += [(t, s, e, 0) for t, s, e in part]
+            if token_id >= 0:
+                spans.append((token_id, m_start - r, m_end - r, SPECIAL))
+            pos, head = m_end - r, True
+        if q_is_cut and (not spans or spans[-1][2] != len(text)):
+            return None
+        return spans
+
+    def _retile_before(self, i0: int, end: int) -> None:
+        """Give the cluster of tokens just before token i0 the tiled end `end` (all its tokens
+        share their tiled end, and clusters before it end earlier), widening last_splice."""
+        k = i0 - 1
+        old = self.ends[k] if k >= 0 else end
+        while k >= 0 and self.ends[k] == old != end:
+            self.ends[k] = end
+            k -= 1
+        if k < i0 - 1:
+            first, removed, added = self.last_splice
+            moved = i0 - 1 - k
+            self.last_splice = Splice(first - moved, removed + moved, added + moved)
 
     def _encode_ordinary(self, text: str, drop_last: bool) -> list[int]:
         """Ids of ordinary text; with drop_last, its last character is only context."""
@@ -598,18 +722,20 @@ def local_edits(tokenizer: "Tokenizer", special: bool = False) -> bool:
 def supports_edits(tokenizer: "Tokenizer", special: bool = False) -> bool:
     """Whether edits are local (`local_edits`) for a ByteLevelBPETokenizer, whose encode
     core.chunked may also cut into slices. False for llama.cpp's BPE: those slices would know
-    nothing of its partition (user-defined tokens are cut out even with special=False)."""
-    return not _is_llama(tokenizer) and local_edits(tokenizer, special)
+    nothing of its partition (user-defined tokens are cut out even with special=False); False
+    for SentencePiece .model files: core.chunked has no slicing for them."""
+    return not (_is_llama(tokenizer) or _is_sentencepiece(tokenizer)) and local_edits(tokenizer, special)
 
 
 # ---- helpers -----------------------------------------------------------------------------------
 
 def _plan(tokenizer: "Tokenizer", special: bool) -> _Plan:
     """The _Plan for a tokenizer and mode."""
-    if _is_llama(tokenizer):
-        plans = _LLAMA_PLANS.setdefault(tokenizer, {})
+    maker = _llama_plan if _is_llama(tokenizer) else _sentencepiece_plan if _is_sentencepiece(tokenizer) else None
+    if maker is not None:
+        plans = _CACHED_PLANS.setdefault(tokenizer, {})
         if special not in plans:
-            plans[special] = _llama_plan(tokenizer, special)
+            plans[special] = maker(tokenizer, special)
         return plans[special]
     pattern, reason = _incremental_pattern(tokenizer, special)
     matched = tuple((t.content, t.id) for t in tokenizer.added_tokens) if special else ()
@@ -620,6 +746,12 @@ def _is_llama(tokenizer: "Tokenizer") -> bool:
     from forma_gui.core.llama_vocab import LlamaTokenizer
 
     return isinstance(tokenizer, LlamaTokenizer)
+
+
+def _is_sentencepiece(tokenizer: "Tokenizer") -> bool:
+    from forma_gui.core.sentencepiece import SentencePieceTokenizer
+
+    return isinstance(tokenizer, SentencePieceTokenizer)
 
 
 def _is_spm(tokenizer: "Tokenizer") -> bool:
@@ -635,7 +767,20 @@ def _llama_plan(tokenizer, special: bool) -> _Plan:
     matched = tuple((text, token_id) for text, token_id, _ in cut)
     reason = _llama_reason(tokenizer, cut)
     pattern = None if reason or _is_spm(tokenizer) else tokenizer.word_pattern
-    return _Plan(pattern, reason, matched, frozenset(token_id for _, token_id in matched))
+    return _Plan(pattern, reason, matched, frozenset(token_id for _, token_id in matched), not reason)
+
+
+def _sentencepiece_plan(tokenizer, special: bool) -> _Plan:
+    """The _Plan for a SentencePiece .model file: with special=True its control and unknown
+    pieces' texts are cut out first (leftmost-longest, as core.special does for tokens
+    without flags), and the ordinary text between them is encoded piece by piece."""
+    reason = tokenizer.edit_reason()
+    matched = tuple((t.content, t.id) for t in tokenizer.added_tokens) if special else ()
+    flagged = [t.content for t in tokenizer.added_tokens if t.lstrip or t.rstrip or t.single_word or t.normalized]
+    if not reason and special and flagged:
+        reason = f"added tokens with lstrip/rstrip/single_word/normalized flags ({flagged[0]!r})"
+    disjoint = not reason and bool(matched) and _overlap_free([text for text, _ in matched if text])
+    return _Plan(None, reason, matched, frozenset(token_id for _, token_id in matched), disjoint)
 
 
 def _partition_tokens(tokenizer, special: bool) -> list[tuple[str, int, bool]]:
@@ -821,6 +966,33 @@ def _pair_cut_forward(blocks: TextBlocks, lo: int, hi: int, joinable: frozenset[
     return None
 
 
+def _rule_cut_backward(blocks: TextBlocks, lo: int, hi: int, is_cut) -> int | None:
+    """The last r with lo < r < hi where ``is_cut(text[r - 1:r + 1])`` (a SentencePiece
+    model's `EditCuts`); windows doubling back from hi, overlapping by a character."""
+    width, b = CUT_WINDOW, hi
+    while b - lo >= 2:
+        a = max(lo, b - width)
+        window = blocks.slice(a, b)
+        for k in range(len(window) - 1, 0, -1):
+            if is_cut(window[k - 1:k + 1]):
+                return a + k
+        b, width = a + 1, width * 2
+    return None
+
+
+def _rule_cut_forward(blocks: TextBlocks, lo: int, hi: int, is_cut) -> int | None:
+    """The first q with lo < q < hi where ``is_cut(text[q - 1:q + 1])`` (see `_rule_cut_backward`)."""
+    width, a = CUT_WINDOW, lo
+    while hi - a >= 2:
+        b = min(hi, a + width)
+        window = blocks.slice(a, b)
+        for k in range(1, len(window)):
+            if is_cut(window[k - 1:k + 1]):
+                return a + k
+        a, width = b - 1, width * 2
+    return None
+
+
 def _shift(column: array, start: int, delta: int) -> None:
     """column[start:] += delta (C speed)."""
     if delta and start < len(column):
@@ -923,6 +1095,37 @@ def _tiled(spans: list[tuple[int, int, int, int]], length: int, base: int):
             starts.append(base + s)
             ends.append(base + e)
             flags.append((last > first) | spans[k][3])
+    return [t for t, _, _, _ in spans], starts, ends, flags
+
+
+def _tiled_with_gaps(spans: list[tuple[int, int, int, int]], length: int, base: int, at_end: bool):
+    """(ids, starts, ends, flags) of a region's raw (id, start, end, flag) spans tiled as
+    `sentencepiece.tile_spans_reference` tiles a whole text: tokens overlapping the cluster
+    before them join it, a cluster starts where the one before it ends (the first at the
+    region's start: the gap of dropped text before a token joins its cluster), every member
+    spans the cluster, partial when it has several; at_end (no token follows the region):
+    the last cluster ends at `length`, the text's end.
+
+    >>> ids, starts, ends, flags = _tiled_with_gaps([(7, 1, 2, 0), (8, 3, 4, 0), (9, 3, 4, 0)], 6, 10, True)
+    >>> starts, ends, list(flags)
+    ([10, 12, 12], [12, 16, 16], [0, 1, 1])
+    """
+    clusters: list[list[int]] = []  # [start, end, first token, last token]
+    for k, (_, s, e, _) in enumerate(spans):
+        if clusters and s < clusters[-1][1]:
+            cluster = clusters[-1]
+            cluster[1], cluster[3] = max(cluster[1], e), k
+        else:
+            clusters.append([s, e, k, k])
+    starts, ends, flags = [], [], bytearray()
+    before = 0
+    for idx, (_, e, first, last) in enumerate(clusters):
+        end = length if at_end and idx == len(clusters) - 1 else e
+        for k in range(first, last + 1):
+            starts.append(base + before)
+            ends.append(base + end)
+            flags.append((last > first) | spans[k][3])
+        before = e
     return [t for t, _, _, _ in spans], starts, ends, flags
 
 

@@ -90,9 +90,14 @@ def test_special_toggle_and_new_tokenizer_start_afresh(qtbot, view, gpt2):
     qtbot.waitUntil(lambda: view._live is not None and view._live is not live, timeout=10_000)
     assert view._live.special and list(view.tokens.ids) == gpt2.encode(view.mirror.text, special=True)
     spm = load_tokenizer(data_file("sentencepiece", "botchan_en_bpe_1000.model"))
-    view.session.set_tokenizer(spm)  # no local re-encoding for SentencePiece: the old path
+    view.session.set_tokenizer(spm)  # a live encoder of its own (SentencePiece BPE edits locally)
     qtbot.waitUntil(lambda: view.tokenizer is spm, timeout=10_000)
-    assert view._live is None and list(view.tokens.ids) == spm.encode(view.mirror.text, special=True)
+    assert view._live is not None and view._live.tokenizer is spm and view._live.special
+    assert list(view.tokens.ids) == spm.encode(view.mirror.text, special=True)
+    unigram = load_tokenizer(data_file("sentencepiece", "botchan_en_unigram_1000.model"))
+    view.session.set_tokenizer(unigram)  # no local re-encoding for SentencePiece unigram: the old path
+    qtbot.waitUntil(lambda: view.tokenizer is unigram, timeout=10_000)
+    assert view._live is None and list(view.tokens.ids) == unigram.encode(view.mirror.text, special=True)
 
 
 #: the GGUF files of the live-encoder test: two one-stage pre-tokenizers, and SmolLM2's two
@@ -130,12 +135,20 @@ def test_gguf_spm_typing_goes_through_the_live_encoder(qtbot, view, monkeypatch)
     _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  x", "</s>", live=True)
 
 
-def test_sentencepiece_model_typing_re_segments_through_columns(qtbot, view, monkeypatch):
-    """The same for a SentencePiece .model (mistral v3: BPE, byte fallback, user-defined
-    pieces, added control tokens): SentencePieceTokenizer.segment_columns, never segment()."""
+def test_sentencepiece_model_typing_goes_through_the_live_encoder(qtbot, view, monkeypatch):
+    """The same for a SentencePiece BPE .model (mistral v3: byte fallback, user-defined pieces,
+    added control tokens): the live encoder (core.incremental: cuts of its normalizer and
+    pieces), built from SentencePieceTokenizer.segment_columns, never segment()."""
     tok = load_tokenizer(data_file("sentencepiece", "mistral_instruct_tokenizer_240323.model.v3"))
     _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  [INST]x\t</s>",
-                                        "[INST]  x [/INST]")
+                                        "[INST]  x [/INST]", live=True)
+
+
+def test_sentencepiece_unigram_typing_re_segments_through_columns(qtbot, view, monkeypatch):
+    """A unigram .model has no live encoder (its Viterbi scores run from the text's start):
+    each edit re-segments the whole text through segment_columns, never segment()."""
+    tok = load_tokenizer(data_file("sentencepiece", "botchan_en_unigram_1000.model"))
+    _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  <s>x\t</s>", "<s>  x </s>")
 
 
 def _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, head: str,

@@ -188,9 +188,9 @@ def test_surrogates_fall_back_and_recover(gpt2):
 
 
 def test_other_tokenizers_re_encode_in_full():
-    tok = load_tokenizer(data_file("sentencepiece", "botchan_en_bpe_1000.model"))
+    tok = load_tokenizer(data_file("sentencepiece", "botchan_en_unigram_1000.model"))
     enc = inc.IncrementalEncoder(tok, "Hello world")
-    assert not enc.incremental and "SentencePiece" in enc.reason
+    assert not enc.incremental and "SentencePiece unigram" in enc.reason
     enc.apply_edit(5, 0, ", there")
     assert list(enc.ids) == tok.encode("Hello, there world") and enc.full_encodes == 1
 
