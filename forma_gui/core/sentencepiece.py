@@ -1401,12 +1401,19 @@ class SentencePieceTokenizer(Tokenizer):
             self._tables["chunk_cache"].clear()
 
     def _encode_ordinary(self, text: str) -> list[int]:
-        """The ids of `_encode_spans`, without the spans when no piece needs populating."""
-        normalized, n2o, result = self._model_pieces(text)
+        """The ids of `_encode_spans`: the model's own when no piece needs populating, else
+        the id column of `_populate_columns` (no span triples built only to be dropped: a
+        megabyte with Mistral's byte fallback 270 -> 150 ms)."""
+        normalized, _, result = self._model_pieces(text)
         ids = list(map(itemgetter(0), result))
         if self.tables()["special_ids"].isdisjoint(ids):
             return ids
-        return [token_id for token_id, _, _ in self._populate(normalized, n2o, result)]
+        import numpy as np
+
+        pairs = sliced_array(chain.from_iterable(result), np.int64).reshape(-1, 2)  # (n, 2)
+        off = np.zeros(len(pairs) + 1, dtype=np.int64)                  # (n + 1,)
+        np.cumsum(pairs[:, 1], out=off[1:])
+        return self._populate_columns(normalized, pairs[:, 0].copy(), off, np.zeros_like(off))[0].tolist()
 
     def _encode_spans(self, text: str) -> list[tuple[int, int, int]]:
         """(id, original byte start, original byte end) per token."""
