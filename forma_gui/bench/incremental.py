@@ -111,29 +111,37 @@ def run(quick: bool = False) -> list[BenchResult]:
     return results
 
 
+def _live(tok, doc: str) -> tuple:
+    """(encoder, median ms, note) after 1000 one-char edits of `doc` with a live encoder; the
+    note gives median, p90, max and the number of full re-encodes."""
+    from forma_gui.core.incremental import IncrementalEncoder
+
+    enc = IncrementalEncoder(tok, doc)
+    ordered = sorted(edit_times(enc, 1000))
+    ours = statistics.median(ordered) * 1e3
+    p90, worst = ordered[int(0.9 * len(ordered))] * 1e3, ordered[-1] * 1e3
+    return enc, ours, (f"median {ours:.2f} ms, p90 {p90:.2f} ms, max {worst:.1f} ms over {len(ordered)} "
+                       f"edits (target ≤ 2 ms); {enc.full_encodes} full re-encodes")
+
+
 def _gguf(doc: str, size: str) -> list[BenchResult]:
     """The same edits with the llama-bpe GGUF (llama.cpp's byte-level BPE, Llama 3's vocabulary),
     against HF tokenizers over the same vocabulary and pre-tokenizer encoding from scratch."""
     from forma_gui.bench.tokenizer_load import GGUF_FILES, hf_llama_bpe
-    from forma_gui.core.incremental import IncrementalEncoder
     from forma_gui.formats.loader import load_tokenizer
 
     path = data_path(*GGUF_FILES["llama-bpe"])
     if not path.exists():
         return []
     tok = load_tokenizer(path)
-    enc = IncrementalEncoder(tok, doc)
-    times = edit_times(enc, 1000)
-    ours = statistics.median(times) * 1e3
-    p90 = sorted(times)[int(0.9 * len(times))] * 1e3
+    enc, ours, note = _live(tok, doc)
     peer = hf_llama_bpe(tok, path)
     same = ""
     if peer is not None:
         final = peer.encode(enc.text, add_special_tokens=False).ids
         same = "; ids identical with HF" if list(enc.ids) == final else "; ids DIFFER from HF"
     secs = median_time(lambda: peer.encode(doc, add_special_tokens=False), repeat=3) if peer else None
-    note = (f"median {ours:.2f} ms, p90 {p90:.2f} ms over {len(times)} edits (target ≤ 2 ms); "
-            f"{enc.full_encodes} full re-encodes{same}")
+    note += same
     return [BenchResult(f"one-char edit in {size}, llama-bpe GGUF, vs from-scratch HF tokenizers", ours,
                         secs and secs * 1e3, "HF tokenizers", "ms", higher_is_better=False,
                         target=TARGET, note=note)]
@@ -148,26 +156,19 @@ def _gguf_spm(doc: str, size: str) -> list[BenchResult]:
     from pathlib import Path
 
     from forma_gui.bench.tokenizer_load import _llama_spm_as_model
-    from forma_gui.core.incremental import IncrementalEncoder
     from forma_gui.formats.loader import load_tokenizer
 
     path = data_path("gguf-vocab", "ggml-vocab-llama-spm.gguf")
     if not path.exists():
         return []
     tok = load_tokenizer(path)
-    enc = IncrementalEncoder(tok, doc)
-    times = edit_times(enc, 1000)
-    ours = statistics.median(times) * 1e3
-    ordered = sorted(times)
-    p90, worst = ordered[int(0.9 * len(times))] * 1e3, ordered[-1] * 1e3
+    enc, ours, note = _live(tok, doc)
     same = "ids identical" if list(enc.ids) == tok.encode(enc.text) else "ids DIFFER"
     scratch = median_time(lambda: tok.segment_columns(doc), repeat=3)
     with tempfile.TemporaryDirectory() as tmp:
         lib = _llama_spm_as_model(tok, Path(tmp))
         secs = median_time(lambda: lib.encode(doc), repeat=3) if lib else None
-    note = (f"median {ours:.2f} ms, p90 {p90:.2f} ms, max {worst:.1f} ms over {len(times)} edits "
-            f"(target ≤ 2 ms); {enc.full_encodes} full re-encodes; {same} with our from-scratch encode; "
-            f"our from-scratch segment columns {scratch * 1e3:.0f} ms")
+    note += f"; {same} with our from-scratch encode; our from-scratch segment columns {scratch * 1e3:.0f} ms"
     return [BenchResult(f"one-char edit in {size}, llama-spm GGUF, vs from-scratch sentencepiece", ours,
                         secs and secs * 1e3, "sentencepiece", "ms", higher_is_better=False,
                         target=TARGET, note=note)]
@@ -179,18 +180,13 @@ def _sentencepiece_model(doc: str, size: str) -> list[BenchResult]:
     whole document from the same file; the final ids are checked against our from-scratch
     encode and the library's, and our from-scratch segment columns (what the Tokenize view re-ran
     after each keystroke before the live encoder) are timed for the note."""
-    from forma_gui.core.incremental import IncrementalEncoder
     from forma_gui.formats.loader import load_tokenizer
 
     path = data_path("sentencepiece", "mistral_instruct_tokenizer_240323.model.v3")
     if not path.exists():
         return []
     tok = load_tokenizer(path)
-    enc = IncrementalEncoder(tok, doc)
-    times = edit_times(enc, 1000)
-    ours = statistics.median(times) * 1e3
-    ordered = sorted(times)
-    p90, worst = ordered[int(0.9 * len(times))] * 1e3, ordered[-1] * 1e3
+    enc, ours, note = _live(tok, doc)
     same = "ids identical" if list(enc.ids) == tok.encode(enc.text) else "ids DIFFER"
     scratch = median_time(lambda: tok.segment_columns(doc), repeat=3)
     try:
@@ -202,9 +198,7 @@ def _sentencepiece_model(doc: str, size: str) -> list[BenchResult]:
         same += " with our from-scratch encode; " + (
             "identical with sentencepiece" if list(enc.ids) == lib.encode(enc.text) else "DIFFER from sentencepiece")
     secs = median_time(lambda: lib.encode(doc), repeat=3) if lib else None
-    note = (f"median {ours:.2f} ms, p90 {p90:.2f} ms, max {worst:.1f} ms over {len(times)} edits "
-            f"(target ≤ 2 ms); {enc.full_encodes} full re-encodes; {same}; "
-            f"our from-scratch segment columns {scratch * 1e3:.0f} ms")
+    note += f"; {same}; our from-scratch segment columns {scratch * 1e3:.0f} ms"
     return [BenchResult(f"one-char edit in {size}, Mistral .model, vs from-scratch sentencepiece", ours,
                         secs and secs * 1e3, "sentencepiece", "ms", higher_is_better=False,
                         target=TARGET, note=note)]
