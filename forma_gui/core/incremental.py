@@ -119,13 +119,37 @@ normalizer and the model fall apart (`EditCuts`, a rule on the two characters al
   word and char models, models without an unknown piece, and charsmaps whose keys or outputs
   are not whole UTF-8 characters.
 
+llama.cpp's WordPiece (GGUF ``bert`` vocabularies, `WordPieceTokenizer`) has neither merges
+nor a normalizer run over the text; its cuts come from `preprocess` (`WordPieceTokenizer.edit_cuts`,
+a rule on the two characters alone):
+
+* `preprocess` decides each character's fate on its own (`char_kind`: accent stripping and
+  lowercasing map one character to one, controls, NUL, U+FFFD and marks vanish, whitespace of
+  unicode_set_whitespace, NBSP and U+3000 included, ends a word, punctuation, ASCII symbols and
+  CJK ideographs are one-character words) and carries only the word being built from one
+  character to the next; each word is then cut greedily into vocabulary entries on its own
+  (or is one [UNK]). After a one-character word, or between a kept word character and
+  whitespace or a one-character word, no word is being built: the words on each side, and
+  their tokens, are their own. The character before such a place being kept, the last token
+  before it ([UNK] included) ends exactly there, and the tokens after it start at or after it.
+* the region between the cuts around an edit is re-encoded piece by piece between the
+  partition's special tokens (found as for llama.cpp's BPE, `_rescan_matches`; flagged special
+  by place) by `WordPieceTokenizer.fragment_spans` (every fragment alike: no prefix space).
+* `segment` tiles raw spans that leave gaps (whitespace, dropped characters): a gap joins the
+  cluster after it, the rest of the text the last cluster, as for .model files; so the region
+  is tiled as there (`_tiled_with_gaps`, an unchanged special token at the region's end joining
+  it, `_retile_before`). Lone surrogates are dropped characters like any other.
+* `encode`/`segment` add no [CLS]/[SEP] (llama.cpp's WPM session adds them only with
+  add_special, which the Tokenize view does not ask for). A vocabulary without an unknown
+  token re-encodes in full (`_wpm_reason`): a word with no match would give no token at all.
+
 The text lives in `TextBlocks`: copying a 1 MB str of Cyrillic already costs over 1 ms here.
 
 Where the shortcut is not provably right the encoder re-encodes everything (`full_encodes`
 counts it), so the result is always exact:
 
 * always (`reason` says why): tokenizers other than ByteLevelBPETokenizer, LlamaBPETokenizer,
-  LlamaSPMTokenizer and SentencePiece BPE .model files (their unigram ones, WordPiece,
+  LlamaSPMTokenizer, WordPieceTokenizer and SentencePiece BPE .model files (their unigram ones,
   llama.cpp's unigram), a regex
   outside VERIFIED (custom ones, several Split stages, llama.cpp regex stages without a
   one-regex form); with special=True, added tokens with lstrip/rstrip/single_word/normalized
@@ -133,10 +157,11 @@ counts it), so the result is always exact:
   attributes or texts that can overlap, or add_space_prefix (byte-level BPE); for its
   SentencePiece BPE, a vocabulary whose words can interact (a token with ``▁`` after another
   character, or a score that is not a number: `LlamaSPMTokenizer._words` is None) or that
-  has bytes without a token (no ``<0xNN>`` token and no unk: llama.cpp drops them);
-* while the text has lone surrogates (not for llama.cpp's SentencePiece BPE nor .model files), or the
-  tokenizer's normalizer (NFC, NFKC, ...) would change it (prepare() then rewrites the text,
-  so offsets no longer line up);
+  has bytes without a token (no ``<0xNN>`` token and no unk: llama.cpp drops them); for its
+  WordPiece, a vocabulary without an unknown token;
+* while the text has lone surrogates (not for llama.cpp's SentencePiece BPE or WordPiece nor
+  .model files), or the tokenizer's normalizer (NFC, NFKC, ...) would change it (prepare()
+  then rewrites the text, so offsets no longer line up);
 * for one edit, when the region's token bytes differ from its text bytes (a vocabulary that
   lacks some byte and drops it or maps it to unk), or, for llama.cpp, when the region holds a
   byte the vocabulary lacks; and then while the tokens' bytes are not the text's (the spans
@@ -319,11 +344,16 @@ class IncrementalEncoder:
         # llama.cpp's SentencePiece BPE and SentencePiece .model files: whole texts from their
         # columns, regions between cuts (joinable_pairs, edit_cuts) from their fragment_spans
         sentencepiece = _is_sentencepiece(tokenizer)
-        self._columns = _is_spm(tokenizer) or sentencepiece
+        # llama.cpp's WordPiece: whole texts from its columns too, regions between the cuts of
+        # its edit_cuts rule from its fragment_spans, tiled with gaps as for .model files
+        wordpiece = _is_wpm(tokenizer)
+        self._columns = _is_spm(tokenizer) or sentencepiece or wordpiece
         self._spm = _is_spm(tokenizer) and not self.reason
         self._sp = sentencepiece and not self.reason
+        self._wp = wordpiece and not self.reason
         self._joinable = tokenizer.joinable_pairs() if self._spm else None  # its cuts: the other pairs
-        self._is_cut = tokenizer.edit_cuts() if self._sp else None  # a SentencePiece model's cut rule
+        # a SentencePiece model's or WordPiece vocabulary's cut rule on two characters
+        self._is_cut = tokenizer.edit_cuts() if self._sp or self._wp else None
         self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
         self._blocks = TextBlocks()
         self.full_encodes = 0
@@ -464,8 +494,9 @@ class IncrementalEncoder:
         """Whether the edit can be handled locally (checked after the text changed)."""
         if self.reason:
             return False
-        if self._spm or self._sp:  # lone surrogates are characters like any other (never beside
-            return True            # a cut for .model files); the normalizer is re-run on the region
+        if self._spm or self._sp or self._wp:  # lone surrogates are characters like any other
+            return True  # (never beside a .model file's cut, dropped by WordPiece); the normalizer
+                         # (.model) or preprocess (WordPiece) is re-run on the region
         if not self._clean or self._surrogates or not self._aligned:
             return False
         if start == 0 and self._prefix_space:
@@ -496,7 +527,7 @@ class IncrementalEncoder:
             u0, u1, seg_lo, seg_hi, matches = self._rescan_matches(e, removed, added)
         r = self._cut_before(u0, seg_lo)
         q, q_is_cut = self._cut_after(u1, seg_hi)
-        if self._sp:
+        if self._sp or self._wp:
             return self._retokenize_sentencepiece(r, r != seg_lo, q, q_is_cut, matches, delta)
         if self._spm:
             new = self._encode_words(r, r != seg_lo, q, matches)
@@ -567,8 +598,9 @@ class IncrementalEncoder:
 
     def _retokenize_sentencepiece(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
                                   matches: list[tuple[int, int, int]], delta: int) -> bool:
-        """Re-encode text[r:q] for a SentencePiece .model file, tiled as `segment` tiles it;
-        False to fall back.
+        """Re-encode text[r:q] for a SentencePiece .model file or llama.cpp's WordPiece (whose
+        raw spans also leave gaps of dropped text, and whose tokens also end at its cuts),
+        tiled as `segment` tiles it; False to fall back.
 
         When q is an unchanged special token's start (not a cut, not the end), that token
         joins the region: the blanks dropped before it belong to its span, which therefore
@@ -582,7 +614,8 @@ class IncrementalEncoder:
             end = self._m_ends[k]
             matches = [*matches, (q, end, self._added[1][self._blocks.slice(q, end)])]
             q = end
-        spans = self._sentencepiece_spans(r, r_is_cut, q, q_is_cut, matches)
+        spans_of = self._wordpiece_spans if self._wp else self._sentencepiece_spans
+        spans = spans_of(r, r_is_cut, q, q_is_cut, matches)
         if spans is None:
             return False
         # a region up to the end takes every token left (a zero-width dummy suffix starts there)
@@ -620,6 +653,28 @@ class IncrementalEncoder:
             if token_id >= 0:
                 spans.append((token_id, m_start - r, m_end - r, SPECIAL))
             pos, head = m_end - r, True
+        if q_is_cut and (not spans or spans[-1][2] != len(text)):
+            return None
+        return spans
+
+    def _wordpiece_spans(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
+                         matches: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]] | None:
+        """The raw (id, start, end, flag) spans of the tokens of text[r:q] for llama.cpp's
+        WordPiece, offsets in it: each piece between special tokens through
+        `WordPieceTokenizer.fragment_spans` (a fragment's words from a cut are the words of
+        the piece alone, see `WordPieceTokenizer.edit_cuts`). None when the tokens do not end
+        at the cut q (not expected: a kept character before it ends a word, which gives a
+        token or [UNK]). r_is_cut is unused: every fragment is encoded alike."""
+        text = self._blocks.slice(r, q)
+        fragment_spans = self.tokenizer.fragment_spans
+        spans: list[tuple[int, int, int, int]] = []
+        pos = 0
+        for m_start, m_end, token_id in [*matches, (q, q, -1)]:
+            if m_start - r > pos:
+                spans += [(t, s, e, 0) for t, s, e in fragment_spans(text, pos, m_start - r)]
+            if token_id >= 0:
+                spans.append((token_id, m_start - r, m_end - r, SPECIAL))
+            pos = m_end - r
         if q_is_cut and (not spans or spans[-1][2] != len(text)):
             return None
         return spans
@@ -754,6 +809,12 @@ def _is_sentencepiece(tokenizer: "Tokenizer") -> bool:
     return isinstance(tokenizer, SentencePieceTokenizer)
 
 
+def _is_wpm(tokenizer: "Tokenizer") -> bool:
+    from forma_gui.core.wordpiece import WordPieceTokenizer
+
+    return isinstance(tokenizer, WordPieceTokenizer)
+
+
 def _is_spm(tokenizer: "Tokenizer") -> bool:
     from forma_gui.core.llama_tokenizers import LlamaSPMTokenizer
 
@@ -766,7 +827,7 @@ def _llama_plan(tokenizer, special: bool) -> _Plan:
     cut = _partition_tokens(tokenizer, special)
     matched = tuple((text, token_id) for text, token_id, _ in cut)
     reason = _llama_reason(tokenizer, cut)
-    pattern = None if reason or _is_spm(tokenizer) else tokenizer.word_pattern
+    pattern = None if reason or _is_spm(tokenizer) or _is_wpm(tokenizer) else tokenizer.word_pattern
     return _Plan(pattern, reason, matched, frozenset(token_id for _, token_id in matched), not reason)
 
 
@@ -797,7 +858,8 @@ def _partition_tokens(tokenizer, special: bool) -> list[tuple[str, int, bool]]:
 
 def _llama_reason(tokenizer, cut: list[tuple[str, int, bool]]) -> str:
     """Why edits re-encode in full for a llama.cpp tokenizer ("" when they need not)."""
-    reason = _spm_reason(tokenizer) if _is_spm(tokenizer) else _bpe_reason(tokenizer)
+    reason = (_spm_reason(tokenizer) if _is_spm(tokenizer) else _wpm_reason(tokenizer) if _is_wpm(tokenizer)
+              else _bpe_reason(tokenizer))
     if reason:
         return reason
     stripped = [text for text, _, strip in cut if strip]
@@ -832,6 +894,15 @@ def _spm_reason(tokenizer) -> str:
                 "merges can cross the spaces of a fragment")
     if any(byte_token(tokenizer.vocab, b) is None for b in range(256)):
         return "bytes without a token (no <0xNN> one, no unknown token): llama.cpp drops them"
+    return ""
+
+
+def _wpm_reason(tokenizer) -> str:
+    """Why llama.cpp's WordPiece cannot edit between cuts ("" if it can): a word no vocabulary
+    entry starts must become [UNK], else it gives no token and the token before a cut need not
+    end there (`WordPieceTokenizer.edit_cuts`)."""
+    if tokenizer.vocab.specials.get("unk") is None:
+        return "no unknown token: a word without a match vanishes, tokens need not end at the cuts"
     return ""
 
 

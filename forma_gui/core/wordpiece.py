@@ -72,6 +72,31 @@ def first_lower(ch: str) -> str:
     return ch.lower()[0]
 
 
+#: what `preprocess` makes of one character (`char_kind`)
+WORD, SINGLE, SPACE_KIND, DROPPED = "word", "single", "space", "dropped"
+
+
+def char_kind(ch: str, *, strip_accents: bool = True) -> str:
+    r"""What `preprocess` does with one character, whatever surrounds it: WORD (kept, continues
+    a word), SINGLE (kept, a one-character word), SPACE_KIND (ends a word, kept nowhere) or
+    DROPPED (vanishes: the words around it run on). Lowercasing never changes the kind.
+
+    >>> [char_kind(c) for c in "a,\u3000\x00\u0301中é"]
+    ['word', 'single', 'space', 'dropped', 'dropped', 'single', 'word']
+    """
+    if strip_accents:
+        ch = first_nfd(ch)
+    cp = ord(ch)
+    if cp in WHITESPACE:
+        return SPACE_KIND
+    category = unicodedata.category(ch)
+    if cp == 0 or cp == 0xFFFD or category in CONTROL_CATEGORIES or (strip_accents and category[0] == "M"):
+        return DROPPED
+    if category[0] == "P" or (cp < 0x7F and category[0] == "S") or is_chinese_char(cp):
+        return SINGLE
+    return WORD
+
+
 def preprocess(text: str, *, lowercase: bool = True,
                strip_accents: bool = True) -> list[tuple[str, list[int]]]:
     """Words, each with the index in `text` of every character it kept.
@@ -223,6 +248,43 @@ class WordPieceTokenizer(LlamaTokenizer):
             out += self._cached(found.group(), start + found.start(), self._ascii_word_spans)
         return out
 
+    # ---- cuts, for core.incremental ---------------------------------------------------------
+    def fragment_spans(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+        """The raw fragment ``text[start:end]``'s tokens as (id, start, end) in `text`, before
+        `segment` tiles them (the WPM session has no is_prev_special: every fragment alike)."""
+        return self._fragment_spans(text, start, end, True)
+
+    def edit_cuts(self):
+        r"""A rule on two adjacent characters ``pair`` (a 2-character str): True where the text
+        falls apart into parts tokenized on their own, the last token before the place ending
+        exactly there.
+
+        `preprocess` decides each character's fate alone (`char_kind`) and carries only the
+        word being built from one character to the next. After a SINGLE character, or before a
+        SPACE_KIND or SINGLE one, no word is being built, so the words (and their greedy
+        tokens) on each side are their own; the first character being kept (WORD or SINGLE)
+        makes it the last character of a word, whose last token (or [UNK], when the vocabulary
+        has one) ends right after it.
+
+        >>> rule = WordPieceTokenizer(LlamaVocab(["[UNK]"], [1], None, specials={"unk": 0}, flags={})).edit_cuts()
+        >>> [rule(p) for p in ("a ", " a", "a,", ",a", "ab", "a\x00", ",\x00")]
+        [True, False, True, True, False, False, True]
+        """
+        strip = self.vocab.flags.get("strip_accents", True)
+        kinds: dict[str, str] = {}
+
+        def kind(ch: str) -> str:
+            found = kinds.get(ch)
+            if found is None:
+                found = kinds[ch] = char_kind(ch, strip_accents=strip)
+            return found
+
+        def is_cut(pair: str) -> bool:
+            before = kind(pair[0])
+            return before == SINGLE or (before == WORD and kind(pair[1]) in (SPACE_KIND, SINGLE))
+
+        return is_cut
+
     def _ascii_word_spans(self, word: str, start: int, end: int) -> list[tuple[int, int, int]]:
         return self._word_spans(word, list(range(start, end)))
 
@@ -253,4 +315,4 @@ class WordPieceTokenizer(LlamaTokenizer):
         return out
 
 
-__all__ = ["WordPieceTokenizer", "preprocess"]
+__all__ = ["WordPieceTokenizer", "char_kind", "preprocess"]
