@@ -135,6 +135,13 @@ def test_gguf_spm_typing_goes_through_the_live_encoder(qtbot, view, monkeypatch)
     _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  x", "</s>", live=True)
 
 
+def test_gguf_wordpiece_typing_goes_through_the_live_encoder(qtbot, view, monkeypatch):
+    """A BERT GGUF (llama.cpp's WordPiece) follows typing with the live encoder (core.incremental:
+    cuts where preprocess ends a word), built from segment()'s columns, never Token objects."""
+    tok = load_tokenizer(data_file("gguf-vocab", "ggml-vocab-bert-bge.gguf"))
+    _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  [CLS]x", "[SEP]", live=True)
+
+
 def test_sentencepiece_model_typing_goes_through_the_live_encoder(qtbot, view, monkeypatch):
     """The same for a SentencePiece BPE .model (mistral v3: byte fallback, user-defined pieces,
     added control tokens): the live encoder (core.incremental: cuts of its normalizer and
