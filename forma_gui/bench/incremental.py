@@ -15,7 +15,10 @@ written as a BPE model; its ids are checked against our own from-scratch encode 
 text (sentencepiece differs from llama.cpp where the text holds "<", see tests/core/test_llama_spm.py);
 and Mistral's SentencePiece .model (BPE, byte fallback, user-defined pieces), against the
 `sentencepiece` library encoding the whole document with the same file; its ids are checked
-against our own from-scratch encode and the library's.
+against our own from-scratch encode and the library's; and the bert-bge GGUF (llama.cpp's
+WordPiece), with no peer (HF tokenizers' BERT normalizer strips accents and splits text unlike
+llama.cpp's WPM session, so it is no exact peer); its ids are checked against our own
+from-scratch encode, whose segment columns are timed for the note.
 """
 from __future__ import annotations
 
@@ -108,6 +111,7 @@ def run(quick: bool = False) -> list[BenchResult]:
         results += _gguf(doc, size)
         results += _gguf_spm(doc, size)
         results += _sentencepiece_model(doc, size)
+        results += _gguf_wordpiece(doc, size)
     return results
 
 
@@ -203,6 +207,21 @@ def _sentencepiece_model(doc: str, size: str) -> list[BenchResult]:
     return [BenchResult(f"one-char edit in {size}, Mistral .model, vs from-scratch sentencepiece", ours,
                         secs and secs * 1e3, "sentencepiece", "ms", higher_is_better=False,
                         target=TARGET, note=note)]
+
+
+def _gguf_wordpiece(doc: str, size: str) -> list[BenchResult]:
+    """The same edits with the bert-bge GGUF (llama.cpp's WordPiece, BGE's uncased vocabulary),
+    without a peer (see the module docstring); the final ids are checked against our from-scratch
+    encode, and our from-scratch segment columns (what the Tokenize view re-ran after each
+    keystroke before the live encoder) are timed for the note."""
+    from forma_gui.formats.loader import load_tokenizer
+
+    path = data_path("gguf-vocab", "ggml-vocab-bert-bge.gguf")
+    if not path.exists():
+        return []
+    enc, ours, note = _live(load_tokenizer(path), doc, own=True)
+    return [BenchResult(f"one-char edit in {size}, bert-bge GGUF (WordPiece)", ours, None, "none", "ms",
+                        higher_is_better=False, target=TARGET, note=note)]
 
 
 if __name__ == "__main__":  # pragma: no cover
