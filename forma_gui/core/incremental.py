@@ -528,7 +528,7 @@ class IncrementalEncoder:
         r = self._cut_before(u0, seg_lo)
         q, q_is_cut = self._cut_after(u1, seg_hi)
         if self._sp or self._wp:
-            return self._retokenize_sentencepiece(r, r != seg_lo, q, q_is_cut, matches, delta)
+            return self._retokenize_with_gaps(r, r != seg_lo, q, q_is_cut, matches, delta)
         if self._spm:
             new = self._encode_words(r, r != seg_lo, q, matches)
         else:
@@ -596,7 +596,7 @@ class IncrementalEncoder:
             pos, after_special = m_end - r, True
         return _tiled(spans, len(text), r)
 
-    def _retokenize_sentencepiece(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
+    def _retokenize_with_gaps(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
                                   matches: list[tuple[int, int, int]], delta: int) -> bool:
         """Re-encode text[r:q] for a SentencePiece .model file or llama.cpp's WordPiece (whose
         raw spans also leave gaps of dropped text, and whose tokens also end at its cuts),
