@@ -9,13 +9,17 @@ import random
 
 import pytest
 import sentencepiece as spm
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from sentencepiece import sentencepiece_model_pb2 as pb
 
 from forma_gui.core import incremental as inc
 from forma_gui.core.sentencepiece import EditCuts, key_characters
 from forma_gui.formats.sentencepiece_model import load_sentencepiece
 from tests.conftest import MAX_EXAMPLES, data_file
+from tests.core.incremental_checks import EDIT_SETTINGS
+from tests.core.incremental_checks import check as _check
+from tests.core.incremental_checks import random_edits as _edits
+from tests.core.incremental_checks import records as _records
 
 BOTCHAN_BPE = "botchan_en_bpe_1000.model"      # nmt_nfkc, extra whitespace removed, no byte fallback
 BOTCHAN_UNIGRAM = "botchan_en_unigram_1000.model"
@@ -38,7 +42,6 @@ PIECES = [" ", "  ", "   ", "\n", "\n\n", "\t", " \t ", "\r\n", "1", "42", "a", 
           "Ⅻ", "ǆ", "\x85", "\u2028"]
 DOC = st.lists(st.sampled_from(PIECES), max_size=25).map("".join) | st.text(max_size=20)
 INSERT = st.lists(st.sampled_from(PIECES), max_size=3).map("".join) | st.text(max_size=2)
-EDIT_SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @functools.cache
@@ -51,36 +54,10 @@ def _library(name: str) -> spm.SentencePieceProcessor:
     return spm.SentencePieceProcessor(model_file=str(data_file("sentencepiece", name)))
 
 
-def _records(tokens):
-    return [(t.id, t.piece, t.data, t.start, t.end, t.partial, t.special) for t in tokens]
 
 
-def _check(enc, tok, text: str, library=None) -> None:
-    """The encoder equals encode/segment of `text` (and the library's ids, special off)."""
-    assert enc.text == text
-    assert list(enc.ids) == tok.encode(text, special=enc.special)
-    want = tok.segment(text, special=enc.special)
-    assert _records(enc.tokens()) == _records(want)
-    assert enc.nbytes == sum(len(t.data) for t in want)
-    if library is not None and not enc.special and not inc._count_surrogates(text):
-        assert list(enc.ids) == library.encode(text)
 
 
-def _edits(enc, tok, text: str, data, library=None, n: int = 8) -> str:
-    """n random edits (inserts, deletes, replacements), each checked against a fresh encode, and
-    the tokens outside the splice kept; returns the final text."""
-    for _ in range(n):
-        start = data.draw(st.integers(0, len(text)), label="start")
-        removed = data.draw(st.integers(0, min(6, len(text) - start)), label="removed")
-        inserted = data.draw(INSERT, label="inserted")
-        old = list(enc.ids)
-        enc.apply_edit(start, removed, inserted)
-        text = text[:start] + inserted + text[start + removed:]
-        _check(enc, tok, text, library)
-        first, gone, added = enc.last_splice
-        new = list(enc.ids)
-        assert new[:first] == old[:first] and new[first + added:] == old[first + gone:]
-    return text
 
 
 # ---- which models qualify ------------------------------------------------------------------
@@ -118,7 +95,7 @@ def test_random_edits_equal_a_fresh_encode_and_the_library(name, text, data, spe
     tok, library = _model(name), _library(name)
     enc = inc.IncrementalEncoder(tok, text, special=special)
     _check(enc, tok, text, library)
-    _edits(enc, tok, text, data, library)
+    _edits(enc, tok, text, data, INSERT, library=library)
     assert enc.full_encodes == 0  # lone surrogates, removed characters, trailing blanks included
 
 

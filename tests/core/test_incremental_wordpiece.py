@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from forma_gui.core import incremental as inc
 from forma_gui.core.llama_vocab import ATTR_CONTROL, ATTR_NORMAL, ATTR_UNKNOWN, LlamaVocab
@@ -16,6 +16,10 @@ from forma_gui.core.wordpiece import (DROPPED, SINGLE, SPACE_KIND, WORD, WordPie
                                       preprocess)
 from forma_gui.formats.loader import load_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
+from tests.core.incremental_checks import EDIT_SETTINGS
+from tests.core.incremental_checks import check as _check
+from tests.core.incremental_checks import random_edits as _edits
+from tests.core.incremental_checks import records as _records
 
 SPACE = "\u2581"
 #: whitespace of every kind preprocess knows (ASCII, NBSP, ideographic, EN QUAD whose NFD is
@@ -37,7 +41,6 @@ PIECES = [" ", "  ", "\n", "\t", "\r\n", "\u00a0", "\u3000", "\u2000", "\u2003",
           "[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "CLS", "SEP]", "[MA", "[[SEP]]"]
 DOC = st.lists(st.sampled_from(PIECES), max_size=30).map("".join) | st.text(max_size=20)
 INSERT = st.lists(st.sampled_from(PIECES), max_size=3).map("".join) | st.text(max_size=2)
-EDIT_SETTINGS = settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @functools.cache
@@ -50,33 +53,10 @@ def bge():
     return _bge()
 
 
-def _records(tokens):
-    return [(t.id, t.piece, t.data, t.start, t.end, t.partial, t.special) for t in tokens]
 
 
-def _check(enc, tok, text: str) -> None:
-    assert enc.text == text
-    assert list(enc.ids) == tok.encode(text, special=enc.special)
-    want = tok.segment(text, special=enc.special)
-    assert _records(enc.tokens()) == _records(want)
-    assert enc.nbytes == sum(len(t.data) for t in want)  # as the view's TokenStore counts them
 
 
-def _edits(enc, tok, text: str, data, inserts, n: int = 8) -> str:
-    """Apply n random edits (inserts, deletes, replacements), checking each against a fresh
-    encode/segment and that the splice kept the tokens around it; returns the final text."""
-    for _ in range(n):
-        start = data.draw(st.integers(0, len(text)), label="start")
-        removed = data.draw(st.integers(0, min(6, len(text) - start)), label="removed")
-        inserted = data.draw(inserts, label="inserted")
-        old = list(enc.ids)
-        enc.apply_edit(start, removed, inserted)
-        text = text[:start] + inserted + text[start + removed:]
-        _check(enc, tok, text)
-        first, gone, added = enc.last_splice
-        new = list(enc.ids)
-        assert new[:first] == old[:first] and new[first + added:] == old[first + gone:]
-    return text
 
 
 # ---- the cut rule ------------------------------------------------------------------------------
