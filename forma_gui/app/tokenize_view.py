@@ -8,10 +8,10 @@ view exists) the embedding row of the selected token.
 Re-tokenization is debounced. Small inputs are encoded inline (a few ms); large ones go
 to a LatestRunner, so a 1 MB paste never blocks the window and only the newest text's
 result is ever shown. Every encode goes through `TokenizeView._segment`. For byte-level
-BPE and SentencePiece BPE (GGUF ones and .model files, see core.incremental) that builds an
-IncrementalEncoder, which then follows the editor edit by edit (`_follow_edit`), so a
-keystroke in a 1 MB document re-encodes only around itself. Other vocabularies (WordPiece and
-unigram ones) re-segment the whole text in the worker, as columns
+BPE, SentencePiece BPE (GGUF ones and .model files) and llama.cpp's WordPiece (see
+core.incremental) that builds an IncrementalEncoder, which then follows the editor edit by
+edit (`_follow_edit`), so a keystroke in a 1 MB document re-encodes only around itself.
+Unigram vocabularies re-segment the whole text in the worker, as columns
 (core.segment.segment_columns), not a Token object per token.
 """
 from __future__ import annotations
@@ -514,8 +514,9 @@ class TokenizeView(QWidget):
         A tokenizer that can re-encode edits locally gets an IncrementalEncoder instead,
         which _apply keeps for the edits that follow (see _follow_edit). One that computes
         segment()'s columns itself (llama.cpp's and SentencePiece's: core.segment.
-        segment_columns) fills the store without a Token object per token: a 1 MB document
-        with a Llama-2 GGUF re-segments in ~0.15 s instead of ~1.5 s, after every keystroke.
+        segment_columns) fills the store without a Token object per token (unigram models,
+        after every keystroke: a 1 MB document with a Llama-2 GGUF, before its edits were
+        local, re-segmented so in ~0.15 s instead of ~1.5 s).
         """
         if local_edits(tokenizer, self.special):
             return IncrementalEncoder(tokenizer, text, special=self.special)
