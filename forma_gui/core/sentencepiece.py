@@ -766,6 +766,8 @@ def viterbi(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float], un
     best = array("f", bytes(4 * (n + 1)))  # float32 path scores, as the C++ stores them
     start = [-1] * (n + 1)
     ids = [0] * (n + 1)
+    get = prefixes.get
+    rounded = array("f", [0.0])  # a float32 assignment: `f32` inlined (one call per lattice edge)
     frontier = 0
     i = 0
     while i < n:
@@ -775,28 +777,34 @@ def viterbi(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float], un
                 if k == i or start[k] != -1:
                     best[k] -= base
             base = 0.0
-        mblen = min(ONE_CHAR_LEN[data[i] >> 4], n - i)
+        lead = data[i]
+        single = i + (1 if lead < 0x80 else ONE_CHAR_LEN[lead >> 4])
+        if single > n:
+            single = n
         has_single = False
         j = i + 1
         while j <= n:
-            piece_id = prefixes.get(data[i:j])
+            piece_id = get(data[i:j])
             if piece_id is None:
                 break
             if piece_id >= 0:
-                frontier = max(frontier, j)
-                candidate = f32(scores[piece_id] + base)
+                if j > frontier:
+                    frontier = j
+                rounded[0] = scores[piece_id] + base
+                candidate = rounded[0]
                 if start[j] == -1 or candidate > best[j]:
                     best[j], start[j], ids[j] = candidate, i, piece_id
-                if j - i == mblen:
+                if j == single:
                     has_single = True
             j += 1
         if not has_single:
-            end = i + mblen
-            frontier = max(frontier, end)
-            candidate = f32(unk_score + base)
-            if start[end] == -1 or candidate > best[end]:
-                best[end], start[end], ids[end] = candidate, i, unk_id
-        i += mblen
+            if single > frontier:
+                frontier = single
+            rounded[0] = unk_score + base
+            candidate = rounded[0]
+            if start[single] == -1 or candidate > best[single]:
+                best[single], start[single], ids[single] = candidate, i, unk_id
+        i = single
     out: list[tuple[int, int]] = []
     end = n
     while end > 0:
