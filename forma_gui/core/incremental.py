@@ -225,8 +225,6 @@ CUT_RULES: dict[str, str] = {
 }
 CUT = regex.compile("|".join(CUT_RULES.values()))
 CUT_BACKWARD = regex.compile("|".join(CUT_RULES.values()), regex.REVERSE)
-#: the escaped space of SentencePiece (what llama.cpp's SPM session turns U+0020 into)
-SPM_SPACE = "\u2581"
 #: first window (characters) searched for a cut; doubled until one is found
 CUT_WINDOW = 64
 _SURROGATE = regex.compile("[\ud800-\udfff]")
@@ -342,7 +340,7 @@ class IncrementalEncoder:
         self._llama = _is_llama(tokenizer)
         self._disjoint = plan.disjoint  # matches never overlap (see _llama_reason, _sentencepiece_plan)
         # llama.cpp's SentencePiece BPE and SentencePiece .model files: whole texts from their
-        # columns, regions between cuts (joinable_pairs, edit_cuts) from their fragment_spans
+        # columns, regions between the cuts of their edit_cuts rule from their fragment_spans
         sentencepiece = _is_sentencepiece(tokenizer)
         # llama.cpp's WordPiece: whole texts from its columns too, regions between the cuts of
         # its edit_cuts rule from its fragment_spans, tiled with gaps as for .model files
@@ -351,9 +349,8 @@ class IncrementalEncoder:
         self._spm = _is_spm(tokenizer) and not self.reason
         self._sp = sentencepiece and not self.reason
         self._wp = wordpiece and not self.reason
-        self._joinable = tokenizer.joinable_pairs() if self._spm else None  # its cuts: the other pairs
-        # a SentencePiece model's or WordPiece vocabulary's cut rule on two characters
-        self._is_cut = tokenizer.edit_cuts() if self._sp or self._wp else None
+        # the tokenizer's cut rule on two adjacent characters (edit_cuts)
+        self._is_cut = tokenizer.edit_cuts() if self._spm or self._sp or self._wp else None
         self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
         self._blocks = TextBlocks()
         self.full_encodes = 0
@@ -540,9 +537,7 @@ class IncrementalEncoder:
 
     def _cut_before(self, u0: int, lo: int) -> int:
         """The last cut r with lo < r < u0 (both neighbours before u0), else lo."""
-        if self._joinable is not None:
-            r = _pair_cut_backward(self._blocks, lo, u0, self._joinable)
-        elif self._is_cut is not None:
+        if self._is_cut is not None:
             r = _rule_cut_backward(self._blocks, lo, u0, self._is_cut)
         else:
             r = _find_backward(CUT_BACKWARD, self._blocks, lo, u0)
@@ -550,9 +545,7 @@ class IncrementalEncoder:
 
     def _cut_after(self, u1: int, hi: int) -> tuple[int, bool]:
         """(the first cut q with u1 < q < hi, True), else (hi, False)."""
-        if self._joinable is not None:
-            q = _pair_cut_forward(self._blocks, u1, hi, self._joinable)
-        elif self._is_cut is not None:
+        if self._is_cut is not None:
             q = _rule_cut_forward(self._blocks, u1, hi, self._is_cut)
         else:
             q = _find_forward(CUT, self._blocks, u1, hi)
@@ -1008,38 +1001,10 @@ def _find_forward(pattern: regex.Pattern, blocks: TextBlocks, lo: int, hi: int) 
         width *= 2
 
 
-def _pair_cut_backward(blocks: TextBlocks, lo: int, hi: int, joinable: frozenset[str]) -> int | None:
-    """The last r with lo < r < hi where (text[r - 1], text[r]), spaces escaped, is no joinable
-    pair (`LlamaSPMTokenizer.joinable_pairs`); windows doubling back from hi, overlapping by a
-    character so that every pair is looked at once."""
-    width, b = CUT_WINDOW, hi
-    while b - lo >= 2:
-        a = max(lo, b - width)
-        window = blocks.slice(a, b).replace(" ", SPM_SPACE)
-        for k in range(len(window) - 1, 0, -1):
-            if window[k - 1:k + 1] not in joinable:
-                return a + k
-        b, width = a + 1, width * 2
-    return None
-
-
-def _pair_cut_forward(blocks: TextBlocks, lo: int, hi: int, joinable: frozenset[str]) -> int | None:
-    """The first q with lo < q < hi where (text[q - 1], text[q]) is no joinable pair (see
-    `_pair_cut_backward`)."""
-    width, a = CUT_WINDOW, lo
-    while hi - a >= 2:
-        b = min(hi, a + width)
-        window = blocks.slice(a, b).replace(" ", SPM_SPACE)
-        for k in range(1, len(window)):
-            if window[k - 1:k + 1] not in joinable:
-                return a + k
-        a, width = b - 1, width * 2
-    return None
-
-
 def _rule_cut_backward(blocks: TextBlocks, lo: int, hi: int, is_cut) -> int | None:
-    """The last r with lo < r < hi where ``is_cut(text[r - 1:r + 1])`` (a SentencePiece
-    model's `EditCuts`); windows doubling back from hi, overlapping by a character."""
+    """The last r with lo < r < hi where ``is_cut(text[r - 1:r + 1])`` (the tokenizer's
+    `edit_cuts`); windows doubling back from hi, overlapping by a character so that every
+    pair is looked at once."""
     width, b = CUT_WINDOW, hi
     while b - lo >= 2:
         a = max(lo, b - width)

@@ -253,6 +253,23 @@ class LlamaSPMTokenizer(LlamaTokenizer):
                 self._joinable = frozenset(chr(c >> 21) + chr(c & 0x1FFFFF) for c in codes.tolist())
             return self._joinable
 
+    def edit_cuts(self):
+        """The rule core.incremental cuts by, on two adjacent characters ``pair`` (a 2-character
+        str): True where they, spaces escaped to ``▁``, are no `joinable_pairs` pair, so that no
+        merge crosses between them.
+
+        >>> from forma_gui.core.llama_vocab import LlamaVocab
+        >>> tok = LlamaSPMTokenizer(LlamaVocab(["<unk>", "ab", SPACE + "a"], [2, 1, 1], [0.0] * 3,
+        ...                                    specials={"unk": 0}, flags={}))
+        >>> [tok.edit_cuts()(pair) for pair in ("ab", " a", "b ", "ba")]
+        [False, False, True, True]
+        """
+        joinable = self.joinable_pairs()
+
+        def is_cut(pair: str) -> bool:
+            return pair.replace(" ", SPACE) not in joinable
+        return is_cut
+
     def fragment_spans(self, text: str, start: int, end: int,
                        after_special: bool) -> list[tuple[int, int, int]]:
         """The raw fragment ``text[start:end]``'s tokens as (id, start, end) in `text`, before
