@@ -607,8 +607,8 @@ class IncrementalEncoder:
             end = self._m_ends[k]
             matches = [*matches, (q, end, self._added[1][self._blocks.slice(q, end)])]
             q = end
-        spans_of = self._wordpiece_spans if self._wp else self._sentencepiece_spans
-        spans = spans_of(r, r_is_cut, q, q_is_cut, matches)
+        encode = self._wordpiece_part if self._wp else self._sentencepiece_part
+        spans = self._piece_spans(r, r_is_cut, q, q_is_cut, matches, encode)
         if spans is None:
             return False
         # a region up to the end takes every token left (a zero-width dummy suffix starts there)
@@ -621,26 +621,21 @@ class IncrementalEncoder:
         self._retile_before(self.last_splice.first, r if spans else len(self._blocks))
         return True
 
-    def _sentencepiece_spans(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
-                             matches: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]] | None:
-        """The raw (id, start, end, flag) spans of the tokens of text[r:q], offsets in it.
-
-        Each piece between special tokens is normalized and encoded as what it is in the
-        whole text (`SentencePieceTokenizer.fragment_spans`): its head when it starts at the
-        text's start or after a special token, else (from the cut r) a middle part; its tail
-        when a special token or the text's end follows, else (up to the cut q) a middle part.
-        None when the tokens do not start at the cut r or end at the cut q (not expected:
-        see `EditCuts`; a fragment's tail from r may be all blanks, which its end drops).
-        """
+    def _piece_spans(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
+                     matches: list[tuple[int, int, int]], encode) -> list[tuple[int, int, int, int]] | None:
+        """The raw (id, start, end, flag) spans of the tokens of text[r:q], offsets in it: each
+        piece between special tokens through ``encode(text, start, end, head, tail)``
+        (`_sentencepiece_part`, `_wordpiece_part`), where head says the piece starts at the
+        text's start or after a special token (else at the cut r) and tail that a special token
+        or the text's end follows it (else the cut q). None when `encode` refuses a piece or the
+        tokens do not end at the cut q (not expected: see the tokenizers' `edit_cuts`)."""
         text = self._blocks.slice(r, q)
-        fragment_spans = self.tokenizer.fragment_spans
         spans: list[tuple[int, int, int, int]] = []
         pos, head = 0, not r_is_cut
         for m_start, m_end, token_id in [*matches, (q, q, -1)]:
             if m_start - r > pos:
-                tail = token_id >= 0 or not q_is_cut
-                part = fragment_spans(text, pos, m_start - r, head=head, tail=tail)
-                if not head and (part[0][1] != pos if part else not tail):
+                part = encode(text, pos, m_start - r, head, token_id >= 0 or not q_is_cut)
+                if part is None:
                     return None
                 spans += [(t, s, e, 0) for t, s, e in part]
             if token_id >= 0:
@@ -650,27 +645,23 @@ class IncrementalEncoder:
             return None
         return spans
 
-    def _wordpiece_spans(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
-                         matches: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]] | None:
-        """The raw (id, start, end, flag) spans of the tokens of text[r:q] for llama.cpp's
-        WordPiece, offsets in it: each piece between special tokens through
-        `WordPieceTokenizer.fragment_spans` (a fragment's words from a cut are the words of
-        the piece alone, see `WordPieceTokenizer.edit_cuts`). None when the tokens do not end
-        at the cut q (not expected: a kept character before it ends a word, which gives a
-        token or [UNK]). r_is_cut is unused: every fragment is encoded alike."""
-        text = self._blocks.slice(r, q)
-        fragment_spans = self.tokenizer.fragment_spans
-        spans: list[tuple[int, int, int, int]] = []
-        pos = 0
-        for m_start, m_end, token_id in [*matches, (q, q, -1)]:
-            if m_start - r > pos:
-                spans += [(t, s, e, 0) for t, s, e in fragment_spans(text, pos, m_start - r)]
-            if token_id >= 0:
-                spans.append((token_id, m_start - r, m_end - r, SPECIAL))
-            pos = m_end - r
-        if q_is_cut and (not spans or spans[-1][2] != len(text)):
+    def _sentencepiece_part(self, text: str, start: int, end: int, head: bool,
+                            tail: bool) -> list[tuple[int, int, int]] | None:
+        """A piece of a SentencePiece .model text, normalized and encoded as what it is in the
+        whole text (`SentencePieceTokenizer.fragment_spans`): its head or a middle part from
+        the cut r, its tail or a middle part up to the cut q. None when a part from r does not
+        start its tokens at r (not expected: see `EditCuts`; a tail from r may be all blanks,
+        which its end drops)."""
+        part = self.tokenizer.fragment_spans(text, start, end, head=head, tail=tail)
+        if not head and (part[0][1] != start if part else not tail):
             return None
-        return spans
+        return part
+
+    def _wordpiece_part(self, text: str, start: int, end: int, head: bool,
+                        tail: bool) -> list[tuple[int, int, int]]:
+        """A piece of a llama.cpp WordPiece text: its words from a cut are the words of the
+        piece alone (`WordPieceTokenizer.edit_cuts`), so every piece is encoded alike."""
+        return self.tokenizer.fragment_spans(text, start, end)
 
     def _retile_before(self, i0: int, end: int) -> None:
         """Give the cluster of tokens just before token i0 the tiled end `end` (all its tokens
