@@ -527,7 +527,7 @@ class IncrementalEncoder:
         if self._sp or self._wp:
             return self._retokenize_with_gaps(r, r != seg_lo, q, q_is_cut, matches, delta)
         if self._spm:
-            new = self._encode_words(r, r != seg_lo, q, matches)
+            new = self._encode_words(r, r != seg_lo, q, q_is_cut, matches)
         else:
             new = self._encode_region(r, q, q_is_cut, matches)
         if new is None:
@@ -568,26 +568,24 @@ class IncrementalEncoder:
         return _region_spans(self.tokenizer, self._blocks.slice(r, q), r, ids, self._offset, self._special_ids,
                              tiled=self._llama)
 
-    def _encode_words(self, r: int, r_is_cut: bool, q: int, matches: list[tuple[int, int, int]]):
+    def _encode_words(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
+                      matches: list[tuple[int, int, int]]):
         """(ids, starts, ends, flags) of the new text[r:q] for llama.cpp's SentencePiece BPE, or
         None if their spans do not tile it (not expected, see _spm_reason).
 
-        Each raw piece between the special tokens is encoded as what it is in the whole text: a
-        fragment, whose tokens get the prepended ``▁`` (every fragment follows the text's start
-        or a special token), or, from a cut r, a fragment's tail, without. A piece ending at the
-        cut q gets the tokens before q, whatever follows (see the module docstring).
+        Each raw piece between the special tokens is encoded as what it is in the whole text
+        (`_spm_part`); the spans tile text[r:q] without gaps, as nothing is dropped.
         """
-        text = self._blocks.slice(r, q)
-        fragment_spans = self.tokenizer.fragment_spans
-        spans: list[tuple[int, int, int, int]] = []  # (id, start, end, flag) in text[r:q]
-        pos, after_special = 0, not r_is_cut
-        for m_start, m_end, token_id in [*matches, (q, q, -1)]:
-            if m_start - r > pos:
-                spans += [(t, s, e, 0) for t, s, e in fragment_spans(text, pos, m_start - r, after_special)]
-            if token_id >= 0:
-                spans.append((token_id, m_start - r, m_end - r, SPECIAL))
-            pos, after_special = m_end - r, True
-        return _tiled(spans, len(text), r)
+        spans = self._piece_spans(r, r_is_cut, q, q_is_cut, matches, self._spm_part)
+        return None if spans is None else _tiled(spans, q - r, r)
+
+    def _spm_part(self, text: str, start: int, end: int, head: bool,
+                  tail: bool) -> list[tuple[int, int, int]]:
+        """A piece of a llama.cpp SentencePiece BPE text: a fragment, whose tokens get the
+        prepended ``▁`` (every fragment follows the text's start or a special token), or, from
+        a cut r, a fragment's tail, without. A piece ending at the cut q gets the tokens before
+        q, whatever follows (see the module docstring), so `tail` changes nothing."""
+        return self.tokenizer.fragment_spans(text, start, end, head)
 
     def _retokenize_with_gaps(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
                                   matches: list[tuple[int, int, int]], delta: int) -> bool:
@@ -625,7 +623,7 @@ class IncrementalEncoder:
                      matches: list[tuple[int, int, int]], encode) -> list[tuple[int, int, int, int]] | None:
         """The raw (id, start, end, flag) spans of the tokens of text[r:q], offsets in it: each
         piece between special tokens through ``encode(text, start, end, head, tail)``
-        (`_sentencepiece_part`, `_wordpiece_part`), where head says the piece starts at the
+        (`_spm_part`, `_sentencepiece_part`, `_wordpiece_part`), where head says the piece starts at the
         text's start or after a special token (else at the cut r) and tail that a special token
         or the text's end follows it (else the cut q). None when `encode` refuses a piece or the
         tokens do not end at the cut q (not expected: see the tokenizers' `edit_cuts`)."""
