@@ -1,5 +1,5 @@
-"""Checks shared by the incremental-encoding tests of the SentencePiece and WordPiece families:
-after every edit the encoder equals a from-scratch `encode` and `segment`."""
+"""Checks shared by the incremental-encoding tests of the llama.cpp, SentencePiece and
+WordPiece families: after every edit the encoder equals a from-scratch `encode` and `segment`."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, settings, strategies as st
@@ -26,17 +26,19 @@ def check(enc, tok, text: str, library=None) -> None:
         assert list(enc.ids) == library.encode(text)
 
 
-def random_edits(enc, tok, text: str, data, inserts, n: int = 8, library=None) -> str:
-    """Apply n random edits (inserts, deletes, replacements), checking each against a fresh
-    encode/segment and that the splice kept the tokens around it; returns the final text."""
+def random_edits(enc, tok, text: str, data, inserts, n: int = 8, library=None, *,
+                 max_removed: int = 6, checker=check) -> str:
+    """Apply n random edits (inserts, deletes of up to max_removed characters, replacements),
+    checking each with ``checker(enc, tok, text, library)`` and that the splice kept the
+    tokens around it; returns the final text."""
     for _ in range(n):
         start = data.draw(st.integers(0, len(text)), label="start")
-        removed = data.draw(st.integers(0, min(6, len(text) - start)), label="removed")
+        removed = data.draw(st.integers(0, min(max_removed, len(text) - start)), label="removed")
         inserted = data.draw(inserts, label="inserted")
         old = list(enc.ids)
         enc.apply_edit(start, removed, inserted)
         text = text[:start] + inserted + text[start + removed:]
-        check(enc, tok, text, library)
+        checker(enc, tok, text, library)
         first, gone, added = enc.last_splice
         new = list(enc.ids)
         assert new[:first] == old[:first] and new[first + added:] == old[first + gone:]

@@ -17,6 +17,7 @@ from forma_gui.core.llama_tokenizers import LlamaBPETokenizer
 from forma_gui.core.llama_vocab import ATTR_RSTRIP
 from forma_gui.formats.loader import load_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
+from tests.core.incremental_checks import check, random_edits, records
 from tests.core.test_incremental import _PIECES
 
 # the special texts of the three vocabularies (control ones in Llama 3 and Qwen2, Qwen2's
@@ -65,32 +66,17 @@ def smollm2_one_stage(smollm2):
     return LlamaBPETokenizer(smollm2.vocab, smollm2.merges, llama_pre_tokenizer("gpt-2"), name="smollm2/gpt-2")
 
 
-def _records(tokens):
-    return [(t.id, t.piece, t.data, t.start, t.end, t.partial, t.special) for t in tokens]
-
-
-def _check(enc, tok, text: str, special: bool) -> None:
-    assert enc.text == text
-    expected = tok.encode(text, special=special)
-    assert list(enc.ids) == expected
-    assert _records(enc.tokens()) == _records(tok.segment(text, special=special))
-    assert enc.nbytes == len(tok.decode_bytes(expected))
+def _check(enc, tok, text: str, special: bool = False, library=None) -> None:
+    """incremental_checks.check, and the byte count against the ids' decoded bytes."""
+    assert enc.special == special
+    check(enc, tok, text)
+    assert enc.nbytes == len(tok.decode_bytes(list(enc.ids)))
 
 
 def _edits(enc, tok, text: str, special: bool, data, inserts=INSERT, n: int = 6) -> str:
-    """Apply n random edits, checking each against a fresh encode; returns the final text."""
-    for _ in range(n):
-        start = data.draw(st.integers(0, len(text)), label="start")
-        removed = data.draw(st.integers(0, min(4, len(text) - start)), label="removed")
-        inserted = data.draw(inserts, label="inserted")
-        old = list(enc.ids)
-        enc.apply_edit(start, removed, inserted)
-        text = text[:start] + inserted + text[start + removed:]
-        _check(enc, tok, text, special)
-        first, gone, added = enc.last_splice
-        new = list(enc.ids)
-        assert new[:first] == old[:first] and new[first + added:] == old[first + gone:]
-    return text
+    """n random edits (deletions of up to 4 characters), each checked by _check."""
+    return random_edits(enc, tok, text, data, inserts, n, max_removed=4,
+                        checker=lambda e, t, s, _: _check(e, t, s, special))
 
 
 # ---- which pre-tokenizers and vocabularies qualify --------------------------------------------
@@ -173,7 +159,7 @@ def test_ascii_typing_in_a_large_document_stays_local(request, name):
             assert enc.last_splice.removed < 12 and enc.last_splice.added < 12
         assert enc.full_encodes == 0
         assert list(enc.ids) == tok.encode(edited, special=special) and enc.text == edited
-        assert _records(enc.tokens()[-40:]) == _records(tok.segment(edited, special=special)[-40:])
+        assert records(enc.tokens()[-40:]) == records(tok.segment(edited, special=special)[-40:])
 
 
 def test_user_defined_tokens_are_cut_out_without_special_matching():
