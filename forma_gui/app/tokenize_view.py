@@ -597,8 +597,10 @@ class TokenizeView(QWidget):
     def _follow_edit(self) -> None:
         """Apply the editor's latest edit to the live encoder now (well under a millisecond).
 
-        The encoder is dropped, and the next re-tokenization encodes afresh, when the edit is
-        unknown (the mirror re-read the document) or too big to re-encode on the GUI thread.
+        The encoder is dropped, and the next re-tokenization encodes afresh (in the worker for
+        a large document), when the edit is unknown (the mirror re-read the document), too big
+        to re-encode on the GUI thread, or not local (EditNotLocal: e.g. it made an NFC
+        tokenizer's text not NFC, or it falls in a long run without a cut).
         """
         edits, live = self.mirror.edits[:], self._live
         self.mirror.edits.clear()  # this view is their only reader
@@ -609,8 +611,9 @@ class TokenizeView(QWidget):
             self._live = None
             return
         try:
-            live.apply_edit(edit.start, edit.removed, self.mirror.text[edit.start:edit.start + edit.added])
-        except ValueError:  # out of step with the editor
+            live.apply_edit(edit.start, edit.removed, self.mirror.text[edit.start:edit.start + edit.added],
+                            local_only=True)
+        except ValueError:  # out of step with the editor, or EditNotLocal: the worker re-encodes
             self._live = None
             return
         if live.n_chars != len(self.mirror.text):

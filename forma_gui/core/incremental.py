@@ -227,6 +227,10 @@ CUT = regex.compile("|".join(CUT_RULES.values()))
 CUT_BACKWARD = regex.compile("|".join(CUT_RULES.values()), regex.REVERSE)
 #: first window (characters) searched for a cut; doubled until one is found
 CUT_WINDOW = 64
+#: with apply_edit(local_only=True), the most characters searched for a cut on either side of
+#: an edit: a longer run without one (100k CJK characters with no punctuation, 200k digits,
+#: a screen of spaces) is re-encoded in full by the caller's worker, not in place
+LOCAL_LIMIT = 20_000
 _SURROGATE = regex.compile("[\ud800-\udfff]")
 _ASCII = regex.compile("[\x00-\x7f]")
 _ASCII_BACKWARD = regex.compile("[\x00-\x7f]", regex.REVERSE)
@@ -242,6 +246,13 @@ class _Plan(NamedTuple):
     matched: tuple[tuple[str, int], ...]  # (text, id) the special-token scan cuts out; the first listed wins
     special_ids: frozenset[int]          # ids of the tokens flagged special
     disjoint: bool = False               # no two matches of `matched` can overlap (`_overlap_free`)
+
+
+class EditNotLocal(ValueError):
+    """`IncrementalEncoder.apply_edit(..., local_only=True)` met an edit it cannot re-encode
+    locally (a reason to re-encode the whole text, or no cut within LOCAL_LIMIT characters).
+    The encoder then holds the edited text with stale tokens: `set_text`, or an `apply_edit`
+    without local_only, encodes it afresh."""
 
 
 class Splice(NamedTuple):
@@ -354,6 +365,7 @@ class IncrementalEncoder:
         self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
         self._blocks = TextBlocks()
         self.full_encodes = 0
+        self._stale = False  # the tokens are not the text's (an EditNotLocal was raised)
         self.ids = array("i")
         self.starts = array("i")
         self.ends = array("i")
@@ -406,6 +418,7 @@ class IncrementalEncoder:
             self._set_spans(text, inner, ids)
         if self._added is not None:
             self._find_all_matches(inner)
+        self._stale = False
         self.last_splice = Splice(0, old, len(self.ids))
         return self.ids
 
@@ -422,6 +435,7 @@ class IncrementalEncoder:
         self._blocks.set(" " * self._offset + text)
         self._surrogates, self._clean, self._aligned = 0, True, True
         self.ids, self.starts, self.ends, self.flags, self.nbytes = ids, starts, ends, flags, nbytes
+        self._stale = False
         if self._added is not None:
             self._m_starts = array("i", [s for s, _ in matches or ()])
             self._m_ends = array("i", [e for _, e in matches or ()])
@@ -467,20 +481,31 @@ class IncrementalEncoder:
         self.nbytes = len(data)
 
     # ---- edits ---------------------------------------------------------------------------
-    def apply_edit(self, start: int, removed_len: int, inserted_text: str) -> array:
-        """text[start:start + removed_len] = inserted_text, re-encoding what it affects; returns `ids`."""
+    def apply_edit(self, start: int, removed_len: int, inserted_text: str, *,
+                   local_only: bool = False) -> array:
+        """text[start:start + removed_len] = inserted_text, re-encoding what it affects; returns `ids`.
+
+        An edit that cannot be re-encoded locally re-encodes the whole text, unless local_only:
+        then it raises EditNotLocal (the GUI thread hands the text to a worker instead of
+        stalling for the length of a document).
+        """
         size = self.n_chars
         if not (0 <= start <= size and 0 <= removed_len <= size - start):
             raise ValueError(f"edit {start}+{removed_len} is outside the text (length {size})")
-        if not removed_len and not inserted_text:
+        if not removed_len and not inserted_text and not self._stale:
             self.last_splice = Splice(0, 0, 0)
             return self.ids
         e = start + self._offset
         removed = self._blocks.slice(e, e + removed_len)
         self._surrogates += _count_surrogates(inserted_text) - _count_surrogates(removed)
         self._blocks.replace(e, e + removed_len, inserted_text)
-        if self._local_ok(start, removed_len, inserted_text) and self._retokenize(e, removed_len, len(inserted_text)):
+        limit = LOCAL_LIMIT if local_only else None
+        if not self._stale and self._local_ok(start, removed_len, inserted_text) and \
+                self._retokenize(e, removed_len, len(inserted_text), limit):
             return self.ids
+        if local_only:
+            self._stale = True
+            raise EditNotLocal(self.reason or "this edit needs the whole text re-encoded")
         self.full_encodes += 1
         old = len(self.ids)
         self.set_text(self.text)
@@ -516,14 +541,18 @@ class IncrementalEncoder:
         window = self._blocks.slice(lo if lo is not None else 0, hi if hi is not None else len(self._blocks))
         return all(unicodedata.is_normalized(f, window) for f in self._forms)
 
-    def _retokenize(self, e: int, removed: int, added: int) -> bool:
-        """Re-encode the region the edit at e (inner coordinates) can affect; False to fall back."""
+    def _retokenize(self, e: int, removed: int, added: int, limit: int | None = None) -> bool:
+        """Re-encode the region the edit at e (inner coordinates) can affect; False to fall back
+        (also when a limit is given and no cut lies within `limit` characters of the edit)."""
         delta = added - removed
         u0, u1, seg_lo, seg_hi, matches = e, e + added, 0, len(self._blocks), []
         if self._added is not None:
             u0, u1, seg_lo, seg_hi, matches = self._rescan_matches(e, removed, added)
-        r = self._cut_before(u0, seg_lo)
-        q, q_is_cut = self._cut_after(u1, seg_hi)
+        lo, hi = (seg_lo, seg_hi) if limit is None else (max(seg_lo, u0 - limit), min(seg_hi, u1 + limit))
+        r = self._cut_before(u0, lo)
+        q, q_is_cut = self._cut_after(u1, hi)
+        if (r == lo > seg_lo) or (q == hi < seg_hi and not q_is_cut):
+            return False  # no cut within the limit: the region would be a long run
         if self._sp or self._wp:
             return self._retokenize_with_gaps(r, r != seg_lo, q, q_is_cut, matches, delta)
         if self._spm:

@@ -72,6 +72,22 @@ def test_typing_into_a_large_document_re_encodes_locally(qtbot, view, gpt2):
     assert live.last_splice.removed < 20
 
 
+def test_an_edit_that_is_not_local_goes_to_the_worker(qtbot, view):
+    """A combining mark that makes Qwen3's NFC text not NFC needs the whole document
+    re-encoded: the view drops the live encoder rather than re-encode on the GUI thread."""
+    qwen3 = load_tokenizer(data_file("hf", "qwen3", "tokenizer.json"))
+    view.session.set_tokenizer(qwen3)
+    text = LINE * 3000
+    live = _load(qtbot, view, text)
+    _move_to(view, 3)  # after "The"
+    view.editor.textCursor().insertText("\u0301")  # as an input method would (keyClicks is ASCII)
+    assert live.full_encodes == 0  # it raised EditNotLocal rather than encode 250 KB in place
+    assert view._live is not live
+    qtbot.waitUntil(lambda: view.text is view.mirror.text, timeout=60_000)
+    assert view.mirror.text.startswith("The\u0301 quick")
+    _assert_matches_fresh_encode(view, qwen3)
+
+
 def test_selection_replace_and_undo_stay_exact(qtbot, view, gpt2):
     _load(qtbot, view, LINE * 50)
     cursor = view.editor.textCursor()

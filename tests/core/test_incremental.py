@@ -217,6 +217,45 @@ def test_large_document_edits_stay_local(gpt2):
     assert _records(enc.tokens()[-50:]) == _records(gpt2.segment(text)[-50:])
 
 
+def test_local_only_refuses_a_whole_text_re_encode():
+    """local_only: an edit that makes the text not NFC raises instead of re-encoding in place;
+    the encoder keeps the edited text, and the next edit without local_only encodes it afresh."""
+    tok = _qwen3()
+    text = "Café au lait. " * 50
+    enc = inc.IncrementalEncoder(tok, text)
+    enc.apply_edit(10, 0, "é", local_only=True)  # still NFC: local
+    text = text[:10] + "é" + text[10:]
+    with pytest.raises(inc.EditNotLocal):
+        enc.apply_edit(5, 0, "e\u0301", local_only=True)
+    text = text[:5] + "e\u0301" + text[5:]
+    assert enc.full_encodes == 0 and enc.text == text
+    with pytest.raises(inc.EditNotLocal):  # stale until encoded afresh, even if this one is local
+        enc.apply_edit(len(text), 0, "x", local_only=True)
+    text += "x"
+    enc.apply_edit(0, 0, "")
+    assert enc.full_encodes == 1 and list(enc.ids) == tok.encode(text) and enc.text == text
+
+
+@pytest.mark.parametrize("run", ["7" * 300, "東" * 300, " " * 300])
+def test_local_only_refuses_a_long_run_without_cuts(gpt2, monkeypatch, run):
+    """With no cut within LOCAL_LIMIT characters of an edit, local_only raises; ordinary
+    edits nearby stay local, and the same edit without local_only is exact."""
+    monkeypatch.setattr(inc, "LOCAL_LIMIT", 100)
+    text = "Some words, then a run: " + run + " and more words after it."
+    enc = inc.IncrementalEncoder(gpt2, text)
+    enc.apply_edit(5, 0, "x", local_only=True)
+    text = text[:5] + "x" + text[5:]
+    assert list(enc.ids) == gpt2.encode(text)
+    middle = text.index(run) + 150
+    with pytest.raises(inc.EditNotLocal):
+        enc.apply_edit(middle, 1, "", local_only=True)
+    text = text[:middle] + text[middle + 1:]
+    enc.set_text(text)
+    enc.apply_edit(middle, 0, run[0])
+    text = text[:middle] + run[0] + text[middle:]
+    assert list(enc.ids) == gpt2.encode(text) and enc.full_encodes == 0
+
+
 def test_edit_outside_the_text_is_an_error(gpt2):
     enc = inc.IncrementalEncoder(gpt2, "abc")
     with pytest.raises(ValueError, match="outside the text"):
