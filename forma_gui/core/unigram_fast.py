@@ -1,0 +1,445 @@
+"""Unigram segmentation per cached word: `sentencepiece.viterbi`'s exact result, much faster.
+
+`viterbi` (unigram_model.cc ``EncodeOptimized``) walks every lattice edge in Python. Text
+repeats its words, so this module segments each distinct word once and reuses it, and
+proves per occurrence that the reuse is what `viterbi` would have done:
+
+1. **Clean cuts.** Let D be the characters that some usable piece holds after its first
+   character. Before a character X not in D no edge crosses: an edge over that place is a
+   piece with X's bytes at an offset >= 1 (UTF-8 is prefix-free, so with valid UTF-8 pieces
+   that is X itself, and X is not in D). When `viterbi` reaches such a place c the frontier is
+   c, and all from c on depends only on the float32 score best[c] and data[c:]. Words are cut
+   before every ``▁`` (when ``▁`` is not in D; a model with a piece holding ``▁`` after its
+   start gets no such cuts, its text is long words), and words longer than `SUBSPLIT` bytes
+   (CJK runs) again before every character not in D.
+2. **Per distinct word** (`_learn`, cached): the lattice in exact arithmetic (integers: every
+   float32 score is an integer multiple of 2^-K) from base 0, with `viterbi`'s tie rule (the
+   first candidate to reach a position keeps it unless a later one is strictly greater). It
+   gives the generic path and, for the proof: ``margin``, the least (V_w - V_k) / (n_w + n_k + 2)
+   over the positions the path may pass (the visited ones and the end) and their losing
+   candidates k (exact values V, chains of n additions from the word start; an exact tie gives
+   0); ``reach``, the largest |exact candidate value|; ``n_max``, the longest chain.
+3. **Per occurrence** (`_chain`, numpy): from the word's float32 start score b, each float32
+   addition errs by at most half an ulp of its result, so a computed candidate is within n·δ of
+   b + V, δ = half the float32 ulp at R >= |b| + reach + n_max·δ (`grow` keeps R an upper
+   bound). If margin > δ every comparison goes as in exact arithmetic, so the path is the
+   generic one, and if also |b| + reach + (n_max + 1)·δ <= SCORE_RESET no score reset happens
+   inside the word. Then the word's end score is the float32 chain b, b + s1, ... along the
+   path, which ``np.cumsum(dtype=float32)`` computes (sequential float32 additions; tested).
+   At a word start the reset is trivial: |b| > SCORE_RESET makes b exactly 0. A word failing
+   either check is an *event*: `viterbi_from` segments that word alone from b.
+
+Whole-text fallbacks to `viterbi` (counted in `stats["fallback"]`): a usable score or the
+unknown score that is not a finite float32, a usable piece that is not valid UTF-8, or a word
+whose last character runs past the word end (malformed UTF-8 input).
+"""
+from __future__ import annotations
+
+import math
+import re
+import threading
+from array import array
+from itertools import chain, compress, repeat
+from operator import is_
+from typing import Sequence
+
+from forma_gui.core.sentencepiece import (ONE_CHAR_LEN, SCORE_RESET, SPACE, SPACE_BYTES,
+                                          viterbi_from)
+
+#: words longer than this (bytes) are cut again before every character no piece continues with
+SUBSPLIT = 128
+#: the longest chain (additions) a cached word may have: keeps `grow` <= 8/7
+MAX_CHAIN = 1 << 20
+#: distinct words kept; the cache is emptied before it would grow past this (or past one text)
+CACHE_WORDS = 1 << 16
+#: words checked per numpy pass of `_chain`, at first (it doubles up to `MAX_WINDOW`)
+MIN_WINDOW, MAX_WINDOW = 256, 1 << 16
+_UP, _DOWN = 1 + 2.0 ** -50, 1 - 2.0 ** -50  # outward rounding of float64 bounds
+_TINY = 2.0 ** -126                            # smallest normal float32: R stays normal
+STAT_KEYS = ("words", "learned", "margin", "rebase", "reset", "long", "fallback")
+
+
+class UnigramEncoder:
+    """`viterbi(data, prefixes, scores, unk_id, unk_score)` with a per-word cache; the tables
+    must not change afterwards. `stats` counts the words, events and fallbacks (tests use it).
+
+    >>> from forma_gui.core.sentencepiece import viterbi
+    >>> enc = UnigramEncoder({b"a": 0, b"b": 1, b"ab": 2}, [-1.0, -1.0, -1.5], 3, -20.0)
+    >>> enc.encode("ab▁ab".encode()) == viterbi("ab▁ab".encode(), enc.prefixes, enc.scores, 3, -20.0)
+    True
+    """
+
+    def __init__(self, prefixes: dict[bytes, int], scores: Sequence[float], unk_id: int,
+                 unk_score: float) -> None:
+        self.prefixes, self.scores, self.unk_id, self.unk_score = prefixes, scores, unk_id, unk_score
+        self.stats = dict.fromkeys(STAT_KEYS, 0)
+        self._model: _Model | None = None
+        self._lock = threading.Lock()  # one encode at a time: the cache's columns must agree
+        self.clear_cache()
+
+    def clear_cache(self) -> None:
+        """Forget the cached words (benchmarks measure cold starts with it)."""
+        with self._lock:
+            self._clear()
+
+    def _clear(self) -> None:
+        self._index: dict[bytes, int] = {}
+        self._pairs: list[tuple[tuple[int, int], ...]] = []
+        self._added = array("f")  # the path scores of all cached words, one after another
+        self._columns: list[list] = [[] for _ in _COLUMNS]
+        self._arrays: dict | None = None
+
+    def encode(self, data: bytes) -> list[tuple[int, int]]:
+        """`viterbi`'s (piece id, byte length) pairs for `data`."""
+        return self.encode_ended(data)[0]
+
+    def encode_ended(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
+        """(`encode(data)`, the best path's float32 score at the end, as `viterbi_from` gives it)."""
+        with self._lock:
+            return self._encode_ended(data)
+
+    def _encode_ended(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
+        model = self._model or self._analyse()
+        if not data or model.words is None:
+            return self._fallback(data)
+        words = model.words(data)
+        idx = self._indices(words)
+        cols = self._gather(idx)
+        if not cols["aligned"][:-1].all():
+            return self._fallback(data)
+        events, end = self._chain(words, idx, cols)
+        return self._assemble(idx, events), end
+
+    # ---- the model's analysis, on first use -------------------------------------------------
+    def _analyse(self) -> _Model:
+        self._model = _Model(self.prefixes, self.scores, self.unk_score)
+        return self._model
+
+    def _fallback(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
+        if data:
+            self.stats["fallback"] += 1
+        return viterbi_from(data, self.prefixes, self.scores, self.unk_id, self.unk_score, 0.0)
+
+    # ---- the cache --------------------------------------------------------------------------
+    def _indices(self, words: list[bytes]) -> list[int]:
+        """The cache index of each word, learning the missing ones."""
+        self.stats["words"] += len(words)
+        idx = list(map(self._index.get, words))
+        if None not in idx:
+            return idx
+        missing = set(compress(words, map(is_, idx, repeat(None))))
+        if len(self._index) + len(missing) > CACHE_WORDS:
+            self._clear()
+            missing = set(words)
+        for word in missing:
+            self._store(word, self._learn(word))
+        return list(map(self._index.__getitem__, words))
+
+    def _store(self, word: bytes, learned: tuple) -> None:
+        pairs, added, *numbers = learned
+        self.stats["learned"] += 1
+        self._index[word] = len(self._pairs)
+        self._pairs.append(pairs)
+        for column, value in zip(self._columns, [len(self._added), len(pairs), *numbers]):
+            column.append(value)
+        self._added.extend(added)
+        self._arrays = None
+
+    def _gather(self, idx: list[int]) -> dict:
+        """The per-word columns for each occurrence, the token offsets of the words and the
+        scores their paths add, one after another."""
+        import numpy as np
+
+        if self._arrays is None:
+            self._arrays = {name: np.array(col, dtype=dtype)
+                            for (name, dtype), col in zip(_COLUMNS.items(), self._columns)}
+            self._arrays["added"] = np.array(self._added, dtype=np.float32)
+        at = np.array(idx, dtype=np.intp)                       # (n_words,)
+        cols = {name: self._arrays[name][at] for name in _COLUMNS}
+        tokoff = np.zeros(len(idx) + 1, dtype=np.intp)          # (n_words + 1,)
+        np.cumsum(cols["ntok"], out=tokoff[1:])
+        # token t of occurrence w is cached token first[w] + (t - tokoff[w])
+        take = np.repeat(cols["first"] - tokoff[:-1], cols["ntok"]) + np.arange(tokoff[-1])
+        cols["tokoff"], cols["added"] = tokoff, self._arrays["added"][take]
+        return cols
+
+    def _learn(self, word: bytes) -> tuple:
+        """(pairs, the float32 scores they add, margin, reach, n_max, grow, aligned) of the
+        generic path of `word` from base 0 (module docstring, step 2)."""
+        lattice = _ExactLattice(self._model, self.prefixes, self.scores, self.unk_id,
+                                self.unk_score, word)
+        pairs, added = lattice.path()
+        return (tuple(pairs), added, *lattice.bounds())
+
+    # ---- the chain of word-start scores ------------------------------------------------------
+    def _chain(self, words: list[bytes], idx: list[int], cols: dict) -> tuple[dict, float]:
+        """Word-start scores in float32, a window of words per numpy pass; the events' own
+        paths by word number, and the end score. (Scores stay finite: a visited score is at
+        most SCORE_RESET in magnitude after its reset, and FLT_MAX + 1e5 rounds to FLT_MAX.)"""
+        import numpy as np
+
+        events: dict = {}
+        b, w0, n_words, window = 0.0, 0, len(words), MIN_WINDOW
+        tokoff = cols["tokoff"]
+        while w0 < n_words:
+            if abs(b) > SCORE_RESET:
+                self.stats["reset"] += 1
+                b = 0.0
+            w1 = min(n_words, w0 + window)
+            run = np.empty(tokoff[w1] - tokoff[w0] + 1, dtype=np.float32)  # (tokens + 1,)
+            run[0] = b
+            run[1:] = cols["added"][tokoff[w0]:tokoff[w1]]
+            with np.errstate(over="ignore"):  # past a word that fails a check: unused
+                np.cumsum(run, out=run)  # sequential float32 sums: the C++'s
+            at = tokoff[w0:w1 + 1] - tokoff[w0]
+            starts = run[at].astype(np.float64)                     # (w1 - w0 + 1,)
+            b, w0, window = self._events(words, idx, cols, events, starts, w0, w1, window)
+        return events, b
+
+    def _events(self, words, idx, cols, events, starts, w0, w1, window):
+        """Handle the words of [w0, w1) that fail a check, in order, while their `viterbi_from`
+        end scores agree with the chain; (next start score, next word, next window)."""
+        reset, tied, crossing = self._failures(starts[:-1], cols, w0, w1)
+        for first in (reset | tied | crossing).nonzero()[0].tolist():
+            w, b = w0 + first, float(starts[first])
+            if reset[first]:
+                return b, w, max(MIN_WINDOW, window // 2)
+            kind = "long" if cols["margin"][w] < 0 else "margin" if tied[first] else "rebase"
+            self.stats[kind] += 1
+            path, end = viterbi_from(words[w], self.prefixes, self.scores, self.unk_id,
+                                     self.unk_score, b)
+            if tuple(path) != self._pairs[idx[w]]:
+                events[w] = path
+            if end != starts[first + 1]:
+                return end, w + 1, max(MIN_WINDOW, window // 2)
+        return float(starts[-1]), w1, min(MAX_WINDOW, 2 * window)
+
+    def _failures(self, starts, cols: dict, w0: int, w1: int):
+        """Per word of [w0, w1) from its start score: (needs a reset, its comparisons are not
+        proven, a reset inside it is not ruled out); the first word's reset is done."""
+        import numpy as np
+
+        absb = np.abs(starts)
+        reach, n_max = cols["reach"][w0:w1], cols["n_max"][w0:w1]
+        bound = (absb + reach) * cols["grow"][w0:w1] * _UP + _TINY      # R of the docstring
+        with np.errstate(over="ignore", invalid="ignore"):
+            delta = np.spacing(bound.astype(np.float32)).astype(np.float64) / 2
+            tied = ~(cols["margin"][w0:w1] > delta)
+            crossing = ~((absb + reach + (n_max + 1) * delta) * _UP <= SCORE_RESET)
+        reset = absb > SCORE_RESET
+        reset[0] = False
+        return reset, tied, crossing
+
+    def _assemble(self, idx: list[int], events: dict) -> list[tuple[int, int]]:
+        paths = list(map(self._pairs.__getitem__, idx))
+        for w, path in events.items():
+            paths[w] = path
+        return list(chain.from_iterable(paths))
+
+
+#: per-word columns kept as numpy arrays: first token in `_added`, token count, then `bounds()`
+_COLUMNS = {"first": "int64", "ntok": "int64", "margin": "float64", "reach": "float64",
+            "n_max": "float64", "grow": "float64", "aligned": "bool"}
+
+
+class _Model:
+    """What a vocabulary allows: exact integer scores and the word splitter, or `words` None
+    when only the whole-text `viterbi` is exact."""
+
+    def __init__(self, prefixes: dict[bytes, int], scores: Sequence[float], unk_score: float) -> None:
+        self.words = None
+        usable = [key for key, i in prefixes.items() if i >= 0]
+        ids = sorted({prefixes[key] for key in usable})
+        values = [float(scores[i]) for i in ids] + [float(unk_score)]
+        if not all(map(_is_float32, values)):
+            return
+        try:
+            inner = {ch for key in usable for ch in key.decode("utf-8")[1:]}
+        except UnicodeDecodeError:
+            return
+        self.shift = max(_denominator_log2(v) for v in values)   # K: scores are multiples of 2^-K
+        self.int_scores = {i: _scaled(float(scores[i]), self.shift) for i in ids}
+        self.int_unk = _scaled(float(unk_score), self.shift)
+        self._cut_space = SPACE not in inner
+        self._sub = _inner_split(inner)
+        self.words = self.split
+
+    def split(self, data: bytes) -> list[bytes]:
+        """`data` cut at clean places: before each ``▁``, and inside long words before each
+        character that no piece continues with."""
+        if self._cut_space:
+            words = data.split(SPACE_BYTES)
+            head = words[0]
+            words = list(map(SPACE_BYTES.__add__, words[1:]))
+            if head:
+                words.insert(0, head)
+        else:
+            words = [data]
+        lengths = list(map(len, words))
+        if max(lengths) <= SUBSPLIT:
+            return words
+        out: list[bytes] = []
+        done = 0
+        for k in [k for k, size in enumerate(lengths) if size > SUBSPLIT]:
+            out += words[done:k]
+            out += self._subsplit(words[k])
+            done = k + 1
+        return out + words[done:]
+
+    def _subsplit(self, word: bytes) -> list[bytes]:
+        """`word` cut before each character not in D (kept whole unless valid UTF-8, where
+        `_CHAR` matches exactly one character)."""
+        try:
+            word.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return [word]
+        return self._sub.findall(word)
+
+
+#: one character of valid UTF-8 (surrogates included)
+_CHAR = rb"[\x00-\x7f\xc0-\xff][\x80-\xbf]*"
+#: characters in D spelled out in the splitting regex at most (more: no second cut level)
+MAX_INNER_MULTIBYTE = 64
+
+
+def _inner_split(inner: set[str]) -> re.Pattern[bytes]:
+    """A regex whose findall cuts valid UTF-8 before each character not in `inner`.
+
+    >>> _inner_split({"b", "é"}).findall("abéc▁éb".encode())
+    [b'ab\xc3\xa9', b'c', b'\xe2\x96\x81\xc3\xa9b']
+    """
+    ascii_chars = bytes(sorted(ord(ch) for ch in inner if ch < "\x80"))
+    multibyte = sorted(ch.encode("utf-8") for ch in inner if ch >= "\x80")
+    if len(multibyte) > MAX_INNER_MULTIBYTE:
+        return re.compile(b"(?s).+")  # no cuts: the long word stays whole
+    alternatives = [b"[" + re.escape(ascii_chars) + b"]"] if ascii_chars else []
+    in_d = b"(?:" + b"|".join(alternatives + [re.escape(m) for m in multibyte]) + b")"
+    if in_d == b"(?:)":
+        return re.compile(_CHAR)
+    return re.compile(b"(?!" + in_d + b")" + _CHAR + in_d + b"*|" + in_d + b"+")
+
+
+class _ExactLattice:
+    """`viterbi`'s lattice over one word from base 0 in exact (scaled integer) arithmetic,
+    with the candidates kept for the margin (module docstring, step 2)."""
+
+    def __init__(self, model: _Model, prefixes: dict[bytes, int], scores: Sequence[float],
+                 unk_id: int, unk_score: float, word: bytes) -> None:
+        n = len(word)
+        self.n, self.shift = n, model.shift
+        self.value, self.adds = [0] * (n + 1), [0] * (n + 1)
+        self.start, self.ids, self.added = [-1] * (n + 1), [0] * (n + 1), [0.0] * (n + 1)
+        self.cands: list[list | None] = [None] * (n + 1)
+        self.visited: list[int] = []
+        self.aligned = True
+        self._fill(model, prefixes, scores, (unk_id, unk_score), word)
+
+    def _fill(self, model: _Model, prefixes: dict[bytes, int], scores: Sequence[float],
+              unk: tuple[int, float], word: bytes) -> None:
+        n, get, iscore, value, adds = self.n, prefixes.get, model.int_scores, self.value, self.adds
+        offer = self._offer
+        i = 0
+        while i < n:
+            self.visited.append(i)
+            base, a = value[i], adds[i] + 1
+            lead = word[i]
+            single = i + (1 if lead < 0x80 else ONE_CHAR_LEN[lead >> 4])
+            if single > n:
+                single, self.aligned = n, False
+            has_single = False
+            j = i + 1
+            while j <= n:
+                piece_id = get(word[i:j])
+                if piece_id is None:
+                    break
+                if piece_id >= 0:
+                    offer(j, base + iscore[piece_id], a, i, piece_id, scores[piece_id])
+                    has_single = has_single or j == single
+                j += 1
+            if not has_single:
+                offer(single, base + model.int_unk, a, i, *unk)
+            i = single
+        self.visited.append(n)
+
+    def _offer(self, j: int, v: int, a: int, i: int, piece_id: int, added: float) -> None:
+        """A candidate reaches j: `viterbi`'s rule (first one, or strictly greater)."""
+        cands = self.cands[j]
+        if cands is None:
+            self.cands[j] = [(v, a, i)]
+        else:
+            cands.append((v, a, i))
+            if not v > self.value[j]:
+                return
+        self.value[j], self.adds[j], self.start[j] = v, a, i
+        self.ids[j], self.added[j] = piece_id, added
+
+    def path(self) -> tuple[list[tuple[int, int]], list[float]]:
+        """The best path's (id, byte length) pairs and the score each of its edges adds."""
+        pairs: list[tuple[int, int]] = []
+        added: list[float] = []
+        end = self.n
+        while end > 0:
+            pairs.append((self.ids[end], end - self.start[end]))
+            added.append(self.added[end])
+            end = self.start[end]
+        pairs.reverse()
+        added.reverse()
+        return pairs, added
+
+    def bounds(self) -> tuple[float, float, float, float, bool]:
+        """(margin, reach, n_max, grow, aligned); margin -1 when the word is too long to check."""
+        num, den = None, 1   # the least ratio num / den, exact
+        for j in self.visited[1:]:
+            num, den = self._least_ratio(j, num, den)
+        cands = [c for cs in self.cands if cs for c in cs]
+        reach = max((abs(v) for v, _, _ in cands), default=0)
+        n_max = max((a for _, a, _ in cands), default=0)
+        if n_max > MAX_CHAIN:
+            return -1.0, 0.0, 0.0, 1.0, self.aligned
+        margin = math.inf if num is None else math.ldexp(num, -self.shift) / den * _DOWN
+        grow = 1 / (1 - n_max * 2.0 ** -23) * _UP
+        return margin, math.ldexp(reach, -self.shift) * _UP, float(n_max), grow, self.aligned
+
+    def _least_ratio(self, j: int, num: int | None, den: int) -> tuple[int | None, int]:
+        cands = self.cands[j]
+        if cands is None or len(cands) < 2:
+            return num, den
+        win_v, win_a, win_i = self.value[j], self.adds[j], self.start[j]
+        for v, a, i in cands:
+            if i == win_i:
+                continue
+            d, e = win_v - v, win_a + a + 2
+            if num is None or d * den < num * e:
+                num, den = d, e
+        return num, den
+
+
+def _is_float32(x: float) -> bool:
+    return math.isfinite(x) and array("f", [x])[0] == x
+
+
+def _denominator_log2(x: float) -> int:
+    """k with x * 2^k the smallest such integer (x a finite float)."""
+    return x.as_integer_ratio()[1].bit_length() - 1
+
+
+def _scaled(x: float, shift: int) -> int:
+    """x * 2^shift, exactly (an integer when shift >= `_denominator_log2(x)`)."""
+    num, den = x.as_integer_ratio()
+    return num * (1 << shift) // den
+
+
+_ENCODERS: list[UnigramEncoder] = []
+
+
+def viterbi_fast(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float], unk_id: int,
+                 unk_score: float) -> list[tuple[int, int]]:
+    """`viterbi(data, prefixes, scores, unk_id, unk_score)`, through a `UnigramEncoder` kept for
+    the same (identical, unchanged) tables among the last few used."""
+    for enc in _ENCODERS:
+        if (enc.prefixes is prefixes and enc.scores is scores and enc.unk_id == unk_id
+                and enc.unk_score == unk_score):
+            return enc.encode(data)
+    _ENCODERS.insert(0, UnigramEncoder(prefixes, scores, unk_id, unk_score))
+    del _ENCODERS[4:]
+    return _ENCODERS[0].encode(data)

@@ -1,0 +1,276 @@
+"""`core.unigram_fast` against `sentencepiece.viterbi` (the readable reference: paths and the
+float32 end score, bit for bit) and against the `sentencepiece` library itself.
+
+The synthetic vocabularies are built to hit each way a cached word may not be reused: near
+ties that float32 rounding decides otherwise (margin events), exact ties, scores that make
+the path score cross SCORE_RESET inside words (rebase events) and at word starts (resets),
+scores near FLT_MAX, tables only the whole-text `viterbi` handles (fallbacks), and a tiny
+cache. Each test asserts its event counter, so a
+check that is skipped or always passes fails a test.
+"""
+from __future__ import annotations
+
+import random
+import struct
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import forma_gui.core.unigram_fast as uf
+from forma_gui.core.sentencepiece import f32, viterbi, viterbi_from
+from forma_gui.core.unigram_fast import UnigramEncoder, viterbi_fast
+from forma_gui.formats.loader import load_tokenizer
+from tests.conftest import MAX_EXAMPLES, data_file
+
+SPACE = "\u2581"
+UNIGRAM = ("sentencepiece", "botchan_en_unigram_1000.model")
+EXTRA = "Привет, мир! 日本語のテキストです。中文 한국어 😀👍🏽 ß þ ∑ ð € ① ½"
+
+
+def make_vocab(pieces: dict[str, float]) -> tuple[dict[bytes, int], list[float]]:
+    """`prefixes` and `scores` as `SentencePieceTokenizer._unigram_tables` builds them."""
+    prefixes: dict[bytes, int] = {}
+    for piece in pieces:
+        key = piece.encode()
+        for k in range(1, len(key)):
+            prefixes.setdefault(key[:k], -1)
+    for i, piece in enumerate(pieces):
+        prefixes[piece.encode()] = i
+    return prefixes, [f32(score) for score in pieces.values()]
+
+
+def make_encoder(pieces: dict[str, float], unk_score: float = -60.0) -> UnigramEncoder:
+    prefixes, scores = make_vocab(pieces)
+    return UnigramEncoder(prefixes, scores, len(scores), f32(unk_score))
+
+
+def bits(x: float) -> bytes:
+    return struct.pack("<f", x)
+
+
+def assert_same(enc: UnigramEncoder, data: bytes) -> None:
+    """Same path and the same float32 end score (bit pattern: NaN and -0.0 included)."""
+    path, end = enc.encode_ended(data)
+    ref_path, ref_end = viterbi_from(data, enc.prefixes, enc.scores, enc.unk_id, enc.unk_score, 0.0)
+    assert path == ref_path
+    assert bits(end) == bits(ref_end)
+
+
+def text_of(words: list[str]) -> bytes:
+    """Normalized-looking bytes: each word after a ``▁``."""
+    return "".join(SPACE + w for w in words).encode()
+
+
+def random_words(rng: random.Random, alphabet: str, count: int, lo: int = 1, hi: int = 6) -> list[str]:
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi))) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def botchan():
+    tok = load_tokenizer(data_file(*UNIGRAM))
+    text = data_file("sentencepiece", "botchan.txt").read_text("utf-8")
+    return tok, text
+
+
+def botchan_encoder(tok) -> UnigramEncoder:
+    t = tok.tables()
+    return UnigramEncoder(t["prefixes"], t["lattice_scores"], tok.model_unk, t["unk_score"])
+
+
+# ---- numpy's float32 accumulate is the C++'s chain of float32 additions --------------------
+
+def test_cumsum_is_sequential_float32():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        values = rng.uniform(-30, 5, rng.integers(1, 3000)).astype(np.float32)
+        values[0] = np.float32(rng.uniform(-1e5, 1e5))
+        chain = [float(values[0])]
+        for v in values[1:]:
+            chain.append(f32(chain[-1] + float(v)))
+        assert np.cumsum(values, dtype=np.float32).tolist() == chain
+
+
+# ---- real text with botchan's unigram model --------------------------------------------------
+
+def test_botchan_text_equals_viterbi(botchan):
+    tok, text = botchan
+    enc = botchan_encoder(tok)
+    parts = [text[:60_000], text[100_000:130_000] + EXTRA * 50, EXTRA, text[200_000:200_500]]
+    for part in parts + parts:  # the second round runs warm
+        assert_same(enc, tok.normalizer.normalize_offsets(part.encode())[0])
+    assert enc.stats["learned"] > 1000 and enc.stats["margin"] > 0
+    assert enc.stats["rebase"] + enc.stats["reset"] > 0
+    assert enc.stats["fallback"] == 0
+
+
+def test_long_runs_are_cut_before_characters_no_piece_continues_with(botchan):
+    tok, _ = botchan
+    enc = botchan_encoder(tok)
+    data = tok.normalizer.normalize_offsets(("日本語のテキスト" * 400 + " abc").encode())[0]
+    assert_same(enc, data)
+    assert len(enc._model.split(data)) > 1000  # botchan's pieces hold no kana or kanji
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.lists(st.sampled_from(["the", "a", " ", "  ", "Botchan", "said", ",", ".", "\n", "ing",
+                                 "ж", "日本", "😀", "ß", "x" * 40, "e\u0301", "\ufffd", "10"]),
+                max_size=60))
+def test_botchan_hypothesis(botchan, parts):
+    tok, _ = botchan
+    data = tok.normalizer.normalize_offsets("".join(parts).encode())[0]
+    enc = tok.tables()["unigram"]
+    assert enc.encode(data) == viterbi(data, enc.prefixes, enc.scores, enc.unk_id, enc.unk_score)
+
+
+def test_ids_equal_sentencepiece_library(botchan):
+    tok, text = botchan
+    lib = spm.SentencePieceProcessor(model_file=str(data_file(*UNIGRAM)))
+    rng = random.Random(5)
+    for _ in range(2500):
+        start = rng.randrange(len(text))
+        piece = text[start:start + rng.randint(0, 300)]
+        if rng.random() < 0.3:
+            at = rng.randint(0, len(piece))
+            piece = piece[:at] + rng.choice(EXTRA.split()) + piece[at:]
+        assert tok.encode(piece) == lib.encode(piece), piece
+
+
+# ---- adversarial vocabularies ----------------------------------------------------------------
+
+def test_near_ties_decided_by_float32_rounding():
+    # exactly, "x" + "y" beats "xy" by 2^-20; at |b| > 16 float32 loses the 2^-20 and "xy",
+    # reaching position 2 first, keeps it: only the margin check sends these words to viterbi
+    enc = make_encoder({SPACE: -50.0, "x": -0.5, "y": -0.5 + 2.0 ** -20, "xy": -1.0, "z": -3.0})
+    words = random_words(random.Random(1), "xyz", 4000)
+    assert_same(enc, text_of(words))
+    assert enc.stats["margin"] > 100
+
+
+def test_rounding_errors_add_up_along_chains():
+    # x = -(1 + 2^-8) lands halfway between float32 neighbours when |b| >= 2^16, and ties to
+    # even round every step the same way: 8 x's gain ~8 half-ulps on "x"*8, which wins by 4
+    # exactly; only the chain lengths in the margin (D / (n_w + n_k + 2)) catch that
+    x = -(1 + 2.0 ** -8)
+    enc = make_encoder({SPACE: -100.0, "x": x, "x" * 8: 8 * x + 2.0 ** -6})
+    words = random_words(random.Random(9), "x", 3000, 6, 10)
+    assert_same(enc, text_of(words))
+    assert enc.stats["margin"] > 100
+
+
+def test_exact_ties_everywhere():
+    pieces = {SPACE: -7.0}
+    for n in (1, 2, 3):
+        for k in range(2 ** n):
+            s = "".join("ab"[(k >> i) & 1] for i in range(n))
+            pieces[s] = pieces[SPACE + s] = -7.0
+    enc = make_encoder(pieces)
+    words = random_words(random.Random(2), "ab", 6000, 1, 9)
+    assert_same(enc, text_of(words))
+    assert enc.stats["margin"] > 100
+
+
+def test_score_reset_at_word_starts():
+    # one piece per word but for a 0.5 step: the path score crosses SCORE_RESET between words
+    enc = make_encoder({SPACE: -0.5, "x": -999.0, "y": -1001.5, SPACE + "x": -998.25,
+                        SPACE + "y": -1000.75, "xy": -1999.875})
+    assert_same(enc, text_of(random_words(random.Random(8), "xy", 3000, 1, 2)))
+    assert enc.stats["reset"] > 10
+
+
+@pytest.mark.parametrize("sign", [-1.0, 1.0])
+def test_score_reset_inside_words_and_at_word_starts(sign):
+    rng = random.Random(3)
+    pieces = {SPACE: sign * 1234.5678}
+    for ch in "abcde":
+        pieces[ch] = sign * f32(rng.uniform(2000, 4000))
+    for pair in ("ab", "cd", "ea", "bb"):
+        pieces[pair] = sign * f32(rng.uniform(4000, 8000))
+    enc = make_encoder(pieces)
+    words = random_words(rng, "abcde", 3000, 1, 40)
+    assert_same(enc, text_of(words))
+    assert enc.stats["rebase"] > 100 and enc.stats["reset"] > 0
+
+
+def test_unknown_multibyte_and_zero_scores():
+    rng = random.Random(4)
+    pieces = {SPACE: -1.0, "é": -3.0, "жж": -4.0, "日本": -2.5, SPACE + "日": 0.0, "a": -2.0,
+              "ab": 0.0, "b": -1.5, "本日": -1.25, "ж": -4.5}
+    enc = make_encoder(pieces, unk_score=-14.5)
+    alphabet = ["é", "ж", "日", "本", "a", "b", "q", "😀", "ß", "\u0301"]
+    words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8))) for _ in range(3000)]
+    long_run = "".join(rng.choice(alphabet) for _ in range(3000))  # > SUBSPLIT bytes, no ▁
+    for data in (text_of(words), long_run.encode(), text_of(words[:50]) + long_run.encode()):
+        assert_same(enc, data)
+    assert enc.stats["fallback"] == 0
+
+
+def test_piece_with_inner_space_turns_off_space_cuts():
+    enc = make_encoder({SPACE: -1.0, "a": -2.0, "b": -2.0, "a" + SPACE + "b": -1.0, "c": -3.0})
+    words = random_words(random.Random(6), "abcq", 400)
+    assert_same(enc, text_of(words))
+    assert enc._model._cut_space is False
+    split = enc._model.split(text_of(words))
+    assert len(split) > 400 and not any(w.startswith(SPACE.encode()) for w in split[1:])
+
+
+def test_too_long_chains_go_to_viterbi(monkeypatch):
+    monkeypatch.setattr(uf, "MAX_CHAIN", 3)
+    enc = make_encoder({SPACE: -1.0, "a": -2.0, "b": -2.5, "ab": -4.0})
+    assert_same(enc, text_of(random_words(random.Random(7), "ab", 500, 1, 8)))
+    assert enc.stats["long"] > 0
+
+
+def test_scores_near_float_max():
+    # no score overflows (|score + base| <= FLT_MAX + 1e5 rounds to FLT_MAX), but no word
+    # can be proven either: every one goes to viterbi_from
+    enc = make_encoder({SPACE: -3e38, "a": -3.4e38, "b": -1.0, "ab": 3e38})
+    assert_same(enc, text_of(["b", "a", "ab", "aab", "b"] * 20))
+    assert enc.stats["margin"] > 0
+
+
+@pytest.mark.parametrize("data", [b"\xe2\x96\x81a\xe2\xe2\x96\x81b", b"\xe2\x96\x81\xf0\xe2\x96\x81ab",
+                                  b"a\xe2\x96", b"\xe2\x96\x81\xc3"])
+def test_malformed_utf8(data):
+    enc = make_encoder({SPACE: -1.0, "a": -2.0, "b": -2.0})
+    assert_same(enc, data)
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.lists(st.sampled_from([b"\xe2\x96\x81", b"a", b"b", b"ab", b"\xe2", b"\x96", b"\x81",
+                                 b"\xc3\xa9", b"\xff", b"\xf0\x9f\x98\x80", b"\xe2\x96"]), max_size=40))
+def test_arbitrary_bytes(chunks):
+    enc = make_encoder({SPACE: -1.0, "a": -2.0, "b": -2.5, "ab": -4.5, "é": -1.0, SPACE + "a": -2.75})
+    assert_same(enc, b"".join(chunks))
+
+
+def test_pieces_that_are_not_utf8_or_scores_that_are_not_float32_fall_back():
+    prefixes, scores = make_vocab({SPACE: -1.0, "a": -2.0})
+    prefixes[b"a\xe2"] = 2
+    enc = UnigramEncoder(prefixes, scores + [-1.0], 3, -20.0)
+    data = b"\xe2\x96\x81aa\xe2\x96\x81a"
+    assert_same(enc, data)
+    enc = UnigramEncoder(*make_vocab({SPACE: -1.0, "a": -2.0}), 2, 0.1)  # 0.1 is no float32
+    assert_same(enc, data)
+    assert enc.stats["fallback"] == 1
+
+
+def test_small_cache(botchan, monkeypatch):
+    monkeypatch.setattr(uf, "CACHE_WORDS", 50)
+    tok, text = botchan
+    enc = botchan_encoder(tok)
+    for part in (text[:5000], text[5000:12000], text[:5000]):
+        assert_same(enc, tok.normalizer.normalize_offsets(part.encode())[0])
+    assert len(enc._index) < 2000
+
+
+def test_viterbi_fast_reuses_an_encoder_per_tables():
+    prefixes, scores = make_vocab({SPACE: -1.0, "a": -2.0, "b": -2.5, "ab": -4.0})
+    data = text_of(["ab", "a", "bab"] * 10)
+    assert viterbi_fast(data, prefixes, scores, 4, -20.0) == viterbi(data, prefixes, scores, 4, -20.0)
+    words = uf._ENCODERS[0].stats["words"]
+    viterbi_fast(data, prefixes, scores, 4, -20.0)
+    assert uf._ENCODERS[0].stats["words"] == 2 * words
+    assert viterbi_fast(b"", prefixes, scores, 4, -20.0) == []
