@@ -15,16 +15,18 @@ proves per occurrence that the reuse is what `viterbi` would have done:
 2. **Per distinct word** (`_learn`, cached): the lattice in exact arithmetic (integers: every
    float32 score is an integer multiple of 2^-K) from base 0, with `viterbi`'s tie rule (the
    first candidate to reach a position keeps it unless a later one is strictly greater). It
-   gives the generic path and, for the proof: ``margin``, the least (V_w - V_k) / (n_w + n_k + 2)
+   gives the generic path and, for the proof: ``margin``, the least (V_w - V_k) / (n_w + n_k)
    over the positions the path may pass (the visited ones and the end) and their losing
-   candidates k (exact values V, chains of n additions from the word start; an exact tie gives
-   0); ``reach``, the largest |exact candidate value|; ``n_max``, the longest chain.
+   candidates k (exact values V; n_w, n_k the additions on the two chains since the last
+   position both pass, where their computed values are one and the same; an exact tie gives
+   0); ``reach``, the largest |exact candidate value| there; ``n_max``, the longest chain.
 3. **Per occurrence** (`_chain`, numpy): from the word's float32 start score b, each float32
-   addition errs by at most half an ulp of its result, so a computed candidate is within n·δ of
-   b + V, δ = half the float32 ulp at R >= |b| + reach + n_max·δ (`grow` keeps R an upper
-   bound). If margin > δ every comparison goes as in exact arithmetic, so the path is the
-   generic one, and if also |b| + reach + (n_max + 1)·δ <= SCORE_RESET no score reset happens
-   inside the word. Then the word's end score is the float32 chain b, b + s1, ... along the
+   addition errs by at most half an ulp of its result, so n additions move a computed value
+   at most n·δ from its start plus their exact sum, δ = half the float32 ulp at
+   R >= |b| + reach + n_max·δ (`grow` keeps R an upper bound). If margin > δ every comparison
+   goes as in exact arithmetic (by induction over the positions: the values they compare
+   differ by D +- (n_w + n_k)·δ), so the path is the generic one, and if also
+   |b| + reach + (n_max + 1)·δ <= SCORE_RESET no score reset happens inside the word. Then the word's end score is the float32 chain b, b + s1, ... along the
    path, which ``np.cumsum(dtype=float32)`` computes (sequential float32 additions; tested).
    At a word start the reset is trivial: |b| > SCORE_RESET makes b exactly 0. A word failing
    either check is an *event*: `viterbi_from` segments that word alone from b.
@@ -267,6 +269,8 @@ class _Model:
     def split(self, data: bytes) -> list[bytes]:
         """`data` cut at clean places: before each ``▁``, and inside long words before each
         character that no piece continues with."""
+        import numpy as np
+
         if self._cut_space:
             words = data.split(SPACE_BYTES)
             head = words[0]
@@ -275,12 +279,13 @@ class _Model:
                 words.insert(0, head)
         else:
             words = [data]
-        lengths = list(map(len, words))
-        if max(lengths) <= SUBSPLIT:
+        sizes = np.fromiter(map(len, words), dtype=np.intp, count=len(words))
+        long = (sizes > SUBSPLIT).nonzero()[0].tolist()
+        if not long:
             return words
         out: list[bytes] = []
         done = 0
-        for k in [k for k, size in enumerate(lengths) if size > SUBSPLIT]:
+        for k in long:
             out += words[done:k]
             out += self._subsplit(words[k])
             done = k + 1
@@ -336,8 +341,11 @@ class _ExactLattice:
 
     def _fill(self, model: _Model, prefixes: dict[bytes, int], scores: Sequence[float],
               unk: tuple[int, float], word: bytes) -> None:
-        n, get, iscore, value, adds = self.n, prefixes.get, model.int_scores, self.value, self.adds
-        offer = self._offer
+        """`viterbi`'s loop; a candidate reaching j takes it if it is the first or strictly
+        greater (the offers are inlined: this is the cold path's cost)."""
+        n, get, iscore, int_unk = self.n, prefixes.get, model.int_scores, model.int_unk
+        value, adds, start, ids, added, cands = (self.value, self.adds, self.start, self.ids,
+                                                 self.added, self.cands)
         i = 0
         while i < n:
             self.visited.append(i)
@@ -353,11 +361,20 @@ class _ExactLattice:
                 if piece_id is None:
                     break
                 if piece_id >= 0:
-                    offer(j, base + iscore[piece_id], a, i, piece_id, scores[piece_id])
                     has_single = has_single or j == single
+                    v = base + iscore[piece_id]
+                    here = cands[j]
+                    if here is None:
+                        cands[j] = [(v, a, i)]
+                    else:
+                        here.append((v, a, i))
+                        if not v > value[j]:
+                            j += 1
+                            continue
+                    value[j], adds[j], start[j], ids[j], added[j] = v, a, i, piece_id, scores[piece_id]
                 j += 1
             if not has_single:
-                offer(single, base + model.int_unk, a, i, *unk)
+                self._offer(single, base + int_unk, a, i, *unk)
             i = single
         self.visited.append(n)
 
@@ -375,43 +392,45 @@ class _ExactLattice:
 
     def path(self) -> tuple[list[tuple[int, int]], list[float]]:
         """The best path's (id, byte length) pairs and the score each of its edges adds."""
-        pairs: list[tuple[int, int]] = []
-        added: list[float] = []
-        end = self.n
-        while end > 0:
-            pairs.append((self.ids[end], end - self.start[end]))
-            added.append(self.added[end])
-            end = self.start[end]
-        pairs.reverse()
-        added.reverse()
-        return pairs, added
+        ends = [self.n]
+        start = self.start
+        while ends[-1] > 0:
+            ends.append(start[ends[-1]])
+        ends.reverse()                                      # 0, ..., n
+        ids, added = self.ids, self.added
+        return ([(ids[e], e - b) for b, e in zip(ends, ends[1:])],
+                [added[e] for e in ends[1:]])
 
     def bounds(self) -> tuple[float, float, float, float, bool]:
-        """(margin, reach, n_max, grow, aligned); margin -1 when the word is too long to check."""
+        """(margin, reach, n_max, grow, aligned) over the candidates at the visited positions
+        and the end, the only ones whose computed values are ever read; margin -1 when the
+        word's chains are too long to check."""
         num, den = None, 1   # the least ratio num / den, exact
+        reach = n_max = 0
+        start, adds = self.start, self.adds
         for j in self.visited[1:]:
-            num, den = self._least_ratio(j, num, den)
-        cands = [c for cs in self.cands if cs for c in cs]
-        reach = max((abs(v) for v, _, _ in cands), default=0)
-        n_max = max((a for _, a, _ in cands), default=0)
+            here = self.cands[j]
+            win_v, win_a, win_i = self.value[j], adds[j], start[j]
+            for v, a, i in here:
+                if v > reach or -v > reach:
+                    reach = abs(v)
+                if a > n_max:
+                    n_max = a
+                if i != win_i:
+                    fork, other = i, win_i  # the last place both chains pass: their
+                    while fork != other:    # computed values agree up to there
+                        if fork > other:
+                            fork = start[fork]
+                        else:
+                            other = start[other]
+                    d, e = win_v - v, win_a + a - 2 * adds[fork]
+                    if num is None or d * den < num * e:
+                        num, den = d, e
         if n_max > MAX_CHAIN:
             return -1.0, 0.0, 0.0, 1.0, self.aligned
         margin = math.inf if num is None else math.ldexp(num, -self.shift) / den * _DOWN
         grow = 1 / (1 - n_max * 2.0 ** -23) * _UP
         return margin, math.ldexp(reach, -self.shift) * _UP, float(n_max), grow, self.aligned
-
-    def _least_ratio(self, j: int, num: int | None, den: int) -> tuple[int | None, int]:
-        cands = self.cands[j]
-        if cands is None or len(cands) < 2:
-            return num, den
-        win_v, win_a, win_i = self.value[j], self.adds[j], self.start[j]
-        for v, a, i in cands:
-            if i == win_i:
-                continue
-            d, e = win_v - v, win_a + a + 2
-            if num is None or d * den < num * e:
-                num, den = d, e
-        return num, den
 
 
 def _is_float32(x: float) -> bool:
