@@ -26,10 +26,12 @@ proves per occurrence that the reuse is what `viterbi` would have done:
    R >= |b| + reach + n_max·δ (`grow` keeps R an upper bound). If margin > δ every comparison
    goes as in exact arithmetic (by induction over the positions: the values they compare
    differ by D +- (n_w + n_k)·δ), so the path is the generic one, and if also
-   |b| + reach + (n_max + 1)·δ <= SCORE_RESET no score reset happens inside the word. Then the word's end score is the float32 chain b, b + s1, ... along the
-   path, which ``np.cumsum(dtype=float32)`` computes (sequential float32 additions; tested).
-   At a word start the reset is trivial: |b| > SCORE_RESET makes b exactly 0. A word failing
-   either check is an *event*: `viterbi_from` segments that word alone from b.
+   |b| + reach + (n_max + 1)·δ <= SCORE_RESET no score reset happens inside the word. Then
+   the word's end score is the float32 chain b, b + s1, ... along the path, which
+   ``np.cumsum(dtype=float32)`` computes (sequential float32 additions; tested). At a word
+   start the reset is trivial: |b| > SCORE_RESET makes b exactly 0. A word failing either
+   check is an *event*: `viterbi_from` segments that word alone from b (on the mixed bench
+   corpus ~300 of ~330k words: near ties at large |b| and the crossings of SCORE_RESET).
 
 Whole-text fallbacks to `viterbi` (counted in `stats["fallback"]`): a usable score or the
 unknown score that is not a finite float32, a usable piece that is not valid UTF-8, or a word
