@@ -54,7 +54,9 @@ from forma_gui.core.sentencepiece import (ONE_CHAR_LEN, SCORE_RESET, SPACE, SPAC
 SUBSPLIT = 128
 #: the longest chain (additions) a cached word may have: keeps `grow` <= 8/7
 MAX_CHAIN = 1 << 20
-#: distinct words kept; the cache is emptied before it would grow past this (or past one text)
+#: distinct words kept: past this, before learning more, the words the text being encoded
+#: does not use are dropped (when they are at least half the cache: a text whose own words
+#: are more than this keeps them all, and an edit then learns only its new words)
 CACHE_WORDS = 1 << 16
 #: words checked per numpy pass of `_chain`, at first (it doubles up to `MAX_WINDOW`)
 MIN_WINDOW, MAX_WINDOW = 256, 1 << 16
@@ -133,15 +135,25 @@ class UnigramEncoder:
             return idx
         missing = set(compress(words, map(is_, idx, repeat(None))))
         if len(self._index) + len(missing) > CACHE_WORDS:
-            self._clear()
-            missing = set(words)
+            live = set(words)
+            if len(self._index) + len(missing) > max(CACHE_WORDS, 2 * len(live)):
+                self._keep(live)
+        self.stats["learned"] += len(missing)
         for word in missing:
             self._store(word, self._learn(word))
         return list(map(self._index.__getitem__, words))
 
+    def _keep(self, live: set[bytes]) -> None:
+        """Drop the cached words not in `live`."""
+        kept = [(word, k) for word, k in self._index.items() if word in live]
+        pairs, added, columns = self._pairs, self._added, self._columns
+        self._clear()
+        for word, k in kept:
+            first, ntok = columns[0][k], columns[1][k]
+            self._store(word, (pairs[k], added[first:first + ntok], *(c[k] for c in columns[2:])))
+
     def _store(self, word: bytes, learned: tuple) -> None:
         pairs, added, *numbers = learned
-        self.stats["learned"] += 1
         self._index[word] = len(self._pairs)
         self._pairs.append(pairs)
         for column, value in zip(self._columns, [len(self._added), len(pairs), *numbers]):

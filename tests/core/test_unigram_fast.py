@@ -261,9 +261,16 @@ def test_small_cache(botchan, monkeypatch):
     monkeypatch.setattr(uf, "CACHE_WORDS", 50)
     tok, text = botchan
     enc = botchan_encoder(tok)
-    for part in (text[:5000], text[5000:12000], text[:5000]):
+    learned = []
+    for part in (text[:5000], text[5000:12000], text[:5000], text[:5000] + " zzq", text[:5000]):
+        before = enc.stats["learned"]
         assert_same(enc, tok.normalizer.normalize_offsets(part.encode())[0])
-    assert len(enc._index) < 2000
+        learned.append(enc.stats["learned"] - before)
+    # the text's own words outnumber the cache: kept, an edit learns only its new word, and
+    # the words dropped are those the text does not use
+    assert learned[2:] == [0, 1, 0]
+    words = set(enc._model.split(tok.normalizer.normalize_offsets(text[:5000].encode())[0]))
+    assert set(enc._index) == words | {"▁zzq".encode()}
 
 
 def test_viterbi_fast_reuses_an_encoder_per_tables():
