@@ -231,6 +231,15 @@ def test_scores_near_float_max():
     assert enc.stats["margin"] > 0
 
 
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.dictionaries(st.text("ab\u2581é", min_size=1, max_size=4),
+                       st.sampled_from([-1.0, -2.0, -0.5, -(1 + 2.0 ** -8), 0.0, 2.5, -7.25, -1e-30,
+                                        -1e4, -3.3e4, 4.1e4]), min_size=1, max_size=12),
+       st.text("ab\u2581éq", max_size=400), st.sampled_from([-20.0, -1e4, -3e38]))
+def test_random_vocabularies(pieces, text, unk_score):
+    assert_same(make_encoder(pieces, unk_score), text.encode())
+
+
 @pytest.mark.parametrize("data", [b"\xe2\x96\x81a\xe2\xe2\x96\x81b", b"\xe2\x96\x81\xf0\xe2\x96\x81ab",
                                   b"a\xe2\x96", b"\xe2\x96\x81\xc3"])
 def test_malformed_utf8(data):
