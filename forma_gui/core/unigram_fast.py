@@ -48,7 +48,8 @@ from operator import is_
 from typing import Sequence
 
 from forma_gui.core.sentencepiece import (ONE_CHAR_LEN, SCORE_RESET, SPACE, SPACE_BYTES,
-                                          viterbi_from)
+                                          WORD_SLICE, viterbi_from)
+from forma_gui.core.slices import SLICE, pause, sliced_array, sliced_map, sliced_set
 
 #: words longer than this (bytes) are cut again before every character no piece continues with
 SUBSPLIT = 128
@@ -130,18 +131,21 @@ class UnigramEncoder:
     def _indices(self, words: list[bytes]) -> list[int]:
         """The cache index of each word, learning the missing ones."""
         self.stats["words"] += len(words)
-        idx = list(map(self._index.get, words))
+        idx = sliced_map(self._index.get, words)
         if None not in idx:
             return idx
-        missing = set(compress(words, map(is_, idx, repeat(None))))
+        missing: set[bytes] = set()
+        for i in range(0, len(words), SLICE):
+            pause()
+            missing.update(compress(words[i:i + SLICE], map(is_, idx[i:i + SLICE], repeat(None))))
         if len(self._index) + len(missing) > CACHE_WORDS:
-            live = set(words)
+            live = sliced_set(None, words)
             if len(self._index) + len(missing) > max(CACHE_WORDS, 2 * len(live)):
                 self._keep(live)
         self.stats["learned"] += len(missing)
         for word in missing:
             self._store(word, self._learn(word))
-        return list(map(self._index.__getitem__, words))
+        return sliced_map(self._index.__getitem__, words)
 
     def _keep(self, live: set[bytes]) -> None:
         """Drop the cached words not in `live`."""
@@ -170,7 +174,7 @@ class UnigramEncoder:
             self._arrays = {name: np.array(col, dtype=dtype)
                             for (name, dtype), col in zip(_COLUMNS.items(), self._columns)}
             self._arrays["added"] = np.array(self._added, dtype=np.float32)
-        at = np.array(idx, dtype=np.intp)                       # (n_words,)
+        at = sliced_array(idx, np.intp)                          # (n_words,)
         cols = {name: self._arrays[name][at] for name in _COLUMNS}
         tokoff = np.zeros(len(idx) + 1, dtype=np.intp)          # (n_words + 1,)
         np.cumsum(cols["ntok"], out=tokoff[1:])
@@ -247,10 +251,14 @@ class UnigramEncoder:
         return reset, tied, crossing
 
     def _assemble(self, idx: list[int], events: dict) -> list[tuple[int, int]]:
-        paths = list(map(self._pairs.__getitem__, idx))
+        paths = sliced_map(self._pairs.__getitem__, idx)
         for w, path in events.items():
             paths[w] = path
-        return list(chain.from_iterable(paths))
+        out: list[tuple[int, int]] = []
+        for i in range(0, len(paths), SLICE):
+            pause()
+            out += chain.from_iterable(paths[i:i + SLICE])
+        return out
 
 
 #: per-word columns kept as numpy arrays: first token in `_added`, token count, then `bounds()`
@@ -285,15 +293,8 @@ class _Model:
         character that no piece continues with."""
         import numpy as np
 
-        if self._cut_space:
-            words = data.split(SPACE_BYTES)
-            head = words[0]
-            words = list(map(SPACE_BYTES.__add__, words[1:]))
-            if head:
-                words.insert(0, head)
-        else:
-            words = [data]
-        sizes = np.fromiter(map(len, words), dtype=np.intp, count=len(words))
+        words = _space_words(data) if self._cut_space else [data]
+        sizes = sliced_array(map(len, words), np.intp)
         long = (sizes > SUBSPLIT).nonzero()[0].tolist()
         if not long:
             return words
@@ -312,7 +313,29 @@ class _Model:
             word.decode("utf-8", "surrogatepass")
         except UnicodeDecodeError:
             return [word]
-        return self._sub.findall(word)
+        return sliced_map(re.Match.group, self._sub.finditer(word))
+
+
+def _space_words(data: bytes) -> list[bytes]:
+    """`data` cut before each ``▁`` (no empty head), about `WORD_SLICE` bytes per C-level
+    pass (``▁`` cannot overlap itself, so each slice's occurrences are the whole one's).
+
+    >>> _space_words("a▁b▁▁c".encode()) == [b"a"] + [("▁" + w).encode() for w in ("b", "", "c")]
+    True
+    """
+    words: list[bytes] = []
+    add = SPACE_BYTES.__add__
+    lo = 0
+    while True:
+        pause()
+        hi = data.find(SPACE_BYTES, lo + WORD_SLICE) if lo + WORD_SLICE < len(data) else -1
+        parts = data[lo:hi if hi >= 0 else len(data)].split(SPACE_BYTES)
+        if parts[0]:  # only the text's head: every later slice starts with ▁
+            words.append(parts[0])
+        words += map(add, parts[1:])
+        if hi < 0:
+            return words
+        lo = hi
 
 
 #: one character of valid UTF-8 (surrogates included)

@@ -282,6 +282,23 @@ def test_small_cache(botchan, monkeypatch):
     assert set(enc._index) == words | {"▁zzq".encode()}
 
 
+def test_small_slices(botchan, monkeypatch):
+    # the C-level passes cut into slices (the GUI thread gets the lock in between) give the
+    # same words and tokens as one pass
+    import forma_gui.core.slices as slices
+
+    tok, text = botchan
+    data = tok.normalizer.normalize_offsets((text[:3000] + EXTRA * 9).encode())[0]
+    enc = botchan_encoder(tok)
+    pairs = enc.encode(data)
+    words = enc._model.split(data)
+    for module, name, size in ((uf, "WORD_SLICE", 7), (uf, "SLICE", 3), (slices, "SLICE", 5)):
+        monkeypatch.setattr(module, name, size)
+    enc.clear_cache()
+    assert enc._model.split(data) == words and b"".join(words) == data
+    assert enc.encode(data) == pairs
+
+
 def test_viterbi_fast_reuses_an_encoder_per_tables():
     prefixes, scores = make_vocab({SPACE: -1.0, "a": -2.0, "b": -2.5, "ab": -4.0})
     data = text_of(["ab", "a", "bab"] * 10)
