@@ -1426,6 +1426,8 @@ class SentencePieceTokenizer(Tokenizer):
         """The ids of `_encode_spans`: the model's own when no piece needs populating, else
         the id column of `_populate_columns` (no span triples built only to be dropped: a
         megabyte with Mistral's byte fallback 270 -> 150 ms)."""
+        if self.algorithm == "unigram":
+            return self._encode_unigram_ids(text)
         normalized, _, result = self._model_pieces(text)
         ids = list(map(itemgetter(0), result))
         if self.tables()["special_ids"].isdisjoint(ids):
@@ -1436,6 +1438,29 @@ class SentencePieceTokenizer(Tokenizer):
         off = np.zeros(len(pairs) + 1, dtype=np.int64)                  # (n + 1,)
         np.cumsum(pairs[:, 1], out=off[1:])
         return self._populate_columns(normalized, pairs[:, 0].copy(), off, np.zeros_like(off))[0].tolist()
+
+    def _encode_unigram_ids(self, text: str) -> list[int]:
+        """`_encode_ordinary` from the unigram model's columns (no tuple per token)."""
+        import numpy as np
+
+        normalized, _, pairs = self._model_columns(text)
+        special = np.fromiter(self.tables()["special_ids"], dtype=np.int64)
+        if not np.isin(pairs[:, 0], special).any():
+            return pairs[:, 0].tolist()
+        off = np.zeros(len(pairs) + 1, dtype=np.int64)                  # (n + 1,)
+        np.cumsum(pairs[:, 1], out=off[1:])
+        return self._populate_columns(normalized, pairs[:, 0].copy(), off, np.zeros_like(off))[0].tolist()
+
+    def _model_columns(self, text: str):
+        """`_model_pieces` with the pairs as an (n, 2) int64 array (a unigram model gathers
+        it from its cached words, no tuple per token)."""
+        import numpy as np
+
+        if self.algorithm != "unigram":
+            normalized, n2o, result = self._model_pieces(text)
+            return normalized, n2o, sliced_array(chain.from_iterable(result), np.int64).reshape(-1, 2)
+        normalized, n2o = self.normalizer.normalize_offsets(text.encode("utf-8", "surrogatepass"))
+        return normalized, n2o, self.tables()["unigram"].encode_columns(normalized)
 
     def _encode_spans(self, text: str) -> list[tuple[int, int, int]]:
         """(id, original byte start, original byte end) per token."""
@@ -1824,11 +1849,10 @@ class SentencePieceTokenizer(Tokenizer):
         """`_encode_spans` as (ids, byte starts, byte ends) int64 arrays."""
         import numpy as np
 
-        normalized, n2o, result = self._model_pieces(text)
-        if not result:
+        normalized, n2o, pairs = self._model_columns(text)                # (n, 2)
+        if not len(pairs):
             none = np.zeros(0, dtype=np.int64)
             return none, none, none
-        pairs = sliced_array(chain.from_iterable(result), np.int64).reshape(-1, 2)  # (n, 2)
         off = np.zeros(len(pairs) + 1, dtype=np.int64)                  # (n + 1,)
         np.cumsum(pairs[:, 1], out=off[1:])
         bounds = np.frombuffer(n2o, dtype=np.int64)[off]  # n2o is an array("q")

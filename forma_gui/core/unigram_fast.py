@@ -93,6 +93,7 @@ class UnigramEncoder:
         self._index: dict[bytes, int] = {}
         self._pairs: list[tuple[tuple[int, int], ...]] = []
         self._added = array("f")  # the path scores of all cached words, one after another
+        self._tokens = array("q")  # and their (id, byte length) pairs, flat
         self._columns: list[list] = [[] for _ in _COLUMNS]
         self._arrays: dict | None = None
 
@@ -103,19 +104,44 @@ class UnigramEncoder:
     def encode_ended(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
         """(`encode(data)`, the best path's float32 score at the end, as `viterbi_from` gives it)."""
         with self._lock:
-            return self._encode_ended(data)
+            run = self._run(data)
+            if run is None:
+                return self._fallback(data)
+            idx, _, events, end = run
+            return self._assemble(idx, events), end
 
-    def _encode_ended(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
+    def encode_columns(self, data: bytes):
+        """`encode(data)` as an (n, 2) int64 array of (piece id, byte length), gathered from
+        the cached words' tokens without a tuple per token."""
+        import numpy as np
+
+        with self._lock:
+            run = self._run(data)
+            if run is None:
+                return np.array(self._fallback(data)[0], dtype=np.int64).reshape(-1, 2)
+            _, cols, events, _ = run
+            tokens = self._arrays["tokens"][cols["take"]]           # (n, 2)
+            if not events:
+                return tokens
+            tokoff, parts, done = cols["tokoff"], [], 0
+            for w in sorted(events):
+                parts += [tokens[done:tokoff[w]], np.array(events[w], dtype=np.int64).reshape(-1, 2)]
+                done = tokoff[w + 1]
+            return np.concatenate(parts + [tokens[done:]])
+
+    def _run(self, data: bytes) -> tuple[list[int], dict, dict, float] | None:
+        """(cache indices of the words, their columns, the events' paths, the end score), or
+        None when only `viterbi` over the whole text is exact."""
         model = self._model or self._analyse()
         if not data or model.words is None:
-            return self._fallback(data)
+            return None
         words = model.words(data)
         idx = self._indices(words)
         cols = self._gather(idx)
         if not cols["aligned"][:-1].all():
-            return self._fallback(data)
+            return None
         events, end = self._chain(words, idx, cols)
-        return self._assemble(idx, events), end
+        return idx, cols, events, end
 
     # ---- the model's analysis, on first use -------------------------------------------------
     def _analyse(self) -> _Model:
@@ -163,6 +189,7 @@ class UnigramEncoder:
         for column, value in zip(self._columns, [len(self._added), len(pairs), *numbers]):
             column.append(value)
         self._added.extend(added)
+        self._tokens.extend(chain.from_iterable(pairs))
         self._arrays = None
 
     def _gather(self, idx: list[int]) -> dict:
@@ -173,14 +200,16 @@ class UnigramEncoder:
         if self._arrays is None:
             self._arrays = {name: np.array(col, dtype=dtype)
                             for (name, dtype), col in zip(_COLUMNS.items(), self._columns)}
-            self._arrays["added"] = np.array(self._added, dtype=np.float32)
+            # copies: a live view would stop the arrays from growing
+            self._arrays["added"] = np.frombuffer(self._added, dtype=np.float32).copy()
+            self._arrays["tokens"] = np.frombuffer(self._tokens, dtype=np.int64).reshape(-1, 2).copy()
         at = sliced_array(idx, np.intp)                          # (n_words,)
         cols = {name: self._arrays[name][at] for name in _COLUMNS}
         tokoff = np.zeros(len(idx) + 1, dtype=np.intp)          # (n_words + 1,)
         np.cumsum(cols["ntok"], out=tokoff[1:])
         # token t of occurrence w is cached token first[w] + (t - tokoff[w])
         take = np.repeat(cols["first"] - tokoff[:-1], cols["ntok"]) + np.arange(tokoff[-1])
-        cols["tokoff"], cols["added"] = tokoff, self._arrays["added"][take]
+        cols["tokoff"], cols["take"], cols["added"] = tokoff, take, self._arrays["added"][take]
         return cols
 
     def _learn(self, word: bytes) -> tuple:

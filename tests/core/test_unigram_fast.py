@@ -52,11 +52,14 @@ def bits(x: float) -> bytes:
 
 
 def assert_same(enc: UnigramEncoder, data: bytes) -> None:
-    """Same path and the same float32 end score (bit pattern: NaN and -0.0 included)."""
+    """Same path (as pairs and as columns) and the same float32 end score (bit pattern)."""
     path, end = enc.encode_ended(data)
     ref_path, ref_end = viterbi_from(data, enc.prefixes, enc.scores, enc.unk_id, enc.unk_score, 0.0)
     assert path == ref_path
     assert bits(end) == bits(ref_end)
+    columns = enc.encode_columns(data)
+    assert columns.dtype == np.int64 and columns.shape == (len(path), 2)
+    assert list(map(tuple, columns.tolist())) == ref_path
 
 
 def text_of(words: list[str]) -> bytes:
@@ -263,7 +266,7 @@ def test_pieces_that_are_not_utf8_or_scores_that_are_not_float32_fall_back():
     assert_same(enc, data)
     enc = UnigramEncoder(*make_vocab({SPACE: -1.0, "a": -2.0}), 2, 0.1)  # 0.1 is no float32
     assert_same(enc, data)
-    assert enc.stats["fallback"] == 1
+    assert enc.stats["fallback"] > 0
 
 
 def test_small_cache(botchan, monkeypatch):
