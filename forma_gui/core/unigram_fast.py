@@ -91,10 +91,9 @@ class UnigramEncoder:
 
     def _clear(self) -> None:
         self._index: dict[bytes, int] = {}
-        self._pairs: list[tuple[tuple[int, int], ...]] = []
         self._added = array("f")  # the path scores of all cached words, one after another
         self._tokens = array("q")  # and their (id, byte length) pairs, flat
-        self._columns: list[list] = [[] for _ in _COLUMNS]
+        self._columns = [array(code) for code in _COLUMNS.values()]  # per word
         self._arrays: dict | None = None
 
     def encode(self, data: bytes) -> list[tuple[int, int]]:
@@ -107,8 +106,8 @@ class UnigramEncoder:
             run = self._run(data)
             if run is None:
                 return self._fallback(data)
-            idx, _, events, end = run
-            return self._assemble(idx, events), end
+            cols, events, end = run
+            return _pair_list(self._assemble(cols, events)), end
 
     def encode_columns(self, data: bytes):
         """`encode(data)` as an (n, 2) int64 array of (piece id, byte length), gathered from
@@ -119,19 +118,11 @@ class UnigramEncoder:
             run = self._run(data)
             if run is None:
                 return np.array(self._fallback(data)[0], dtype=np.int64).reshape(-1, 2)
-            _, cols, events, _ = run
-            tokens = self._arrays["tokens"][cols["take"]]           # (n, 2)
-            if not events:
-                return tokens
-            tokoff, parts, done = cols["tokoff"], [], 0
-            for w in sorted(events):
-                parts += [tokens[done:tokoff[w]], np.array(events[w], dtype=np.int64).reshape(-1, 2)]
-                done = tokoff[w + 1]
-            return np.concatenate(parts + [tokens[done:]])
+            return self._assemble(run[0], run[1])
 
-    def _run(self, data: bytes) -> tuple[list[int], dict, dict, float] | None:
-        """(cache indices of the words, their columns, the events' paths, the end score), or
-        None when only `viterbi` over the whole text is exact."""
+    def _run(self, data: bytes) -> tuple[dict, dict, float] | None:
+        """(the words' columns, the events' paths, the end score), or None when only
+        `viterbi` over the whole text is exact."""
         model = self._model or self._analyse()
         if not data or model.words is None:
             return None
@@ -140,8 +131,8 @@ class UnigramEncoder:
         cols = self._gather(idx)
         if not cols["aligned"][:-1].all():
             return None
-        events, end = self._chain(words, idx, cols)
-        return idx, cols, events, end
+        events, end = self._chain(words, cols)
+        return cols, events, end
 
     # ---- the model's analysis, on first use -------------------------------------------------
     def _analyse(self) -> _Model:
@@ -176,20 +167,21 @@ class UnigramEncoder:
     def _keep(self, live: set[bytes]) -> None:
         """Drop the cached words not in `live`."""
         kept = [(word, k) for word, k in self._index.items() if word in live]
-        pairs, added, columns = self._pairs, self._added, self._columns
+        tokens, added, columns = self._tokens, self._added, self._columns
         self._clear()
         for word, k in kept:
             first, ntok = columns[0][k], columns[1][k]
-            self._store(word, (pairs[k], added[first:first + ntok], *(c[k] for c in columns[2:])))
+            self._store(word, (tokens[2 * first:2 * (first + ntok)], added[first:first + ntok],
+                               *(c[k] for c in columns[2:])))
 
     def _store(self, word: bytes, learned: tuple) -> None:
-        pairs, added, *numbers = learned
-        self._index[word] = len(self._pairs)
-        self._pairs.append(pairs)
-        for column, value in zip(self._columns, [len(self._added), len(pairs), *numbers]):
+        """Cache a word: its flat (id, length) tokens, their scores and its `bounds()`."""
+        tokens, added, *numbers = learned
+        self._index[word] = len(self._columns[0])
+        for column, value in zip(self._columns, [len(self._added), len(added), *numbers]):
             column.append(value)
         self._added.extend(added)
-        self._tokens.extend(chain.from_iterable(pairs))
+        self._tokens.extend(tokens)
         self._arrays = None
 
     def _gather(self, idx: list[int]) -> dict:
@@ -198,9 +190,9 @@ class UnigramEncoder:
         import numpy as np
 
         if self._arrays is None:
-            self._arrays = {name: np.array(col, dtype=dtype)
-                            for (name, dtype), col in zip(_COLUMNS.items(), self._columns)}
             # copies: a live view would stop the arrays from growing
+            self._arrays = {name: np.frombuffer(col, dtype=code).copy()
+                            for (name, code), col in zip(_COLUMNS.items(), self._columns)}
             self._arrays["added"] = np.frombuffer(self._added, dtype=np.float32).copy()
             self._arrays["tokens"] = np.frombuffer(self._tokens, dtype=np.int64).reshape(-1, 2).copy()
         at = sliced_array(idx, np.intp)                          # (n_words,)
@@ -209,19 +201,20 @@ class UnigramEncoder:
         np.cumsum(cols["ntok"], out=tokoff[1:])
         # token t of occurrence w is cached token first[w] + (t - tokoff[w])
         take = np.repeat(cols["first"] - tokoff[:-1], cols["ntok"]) + np.arange(tokoff[-1])
-        cols["tokoff"], cols["take"], cols["added"] = tokoff, take, self._arrays["added"][take]
+        cols["tokoff"], cols["added"] = tokoff, self._arrays["added"][take]
+        cols["tokens"] = self._arrays["tokens"][take]                       # (n_tokens, 2)
         return cols
 
     def _learn(self, word: bytes) -> tuple:
-        """(pairs, the float32 scores they add, margin, reach, n_max, grow, aligned) of the
-        generic path of `word` from base 0 (module docstring, step 2)."""
+        """(flat (id, length) tokens, the float32 scores they add, margin, reach, n_max, grow,
+        aligned) of the generic path of `word` from base 0 (module docstring, step 2)."""
         lattice = _ExactLattice(self._model, self.prefixes, self.scores, self.unk_id,
                                 self.unk_score, word)
         pairs, added = lattice.path()
-        return (tuple(pairs), added, *lattice.bounds())
+        return (list(chain.from_iterable(pairs)), added, *lattice.bounds())
 
     # ---- the chain of word-start scores ------------------------------------------------------
-    def _chain(self, words: list[bytes], idx: list[int], cols: dict) -> tuple[dict, float]:
+    def _chain(self, words: list[bytes], cols: dict) -> tuple[dict, float]:
         """Word-start scores in float32, a window of words per numpy pass; the events' own
         paths by word number, and the end score. (Scores stay finite: a visited score is at
         most SCORE_RESET in magnitude after its reset, and FLT_MAX + 1e5 rounds to FLT_MAX.)"""
@@ -242,10 +235,10 @@ class UnigramEncoder:
                 np.cumsum(run, out=run)  # sequential float32 sums: the C++'s
             at = tokoff[w0:w1 + 1] - tokoff[w0]
             starts = run[at].astype(np.float64)                     # (w1 - w0 + 1,)
-            b, w0, window = self._events(words, idx, cols, events, starts, w0, w1, window)
+            b, w0, window = self._events(words, cols, events, starts, w0, w1, window)
         return events, b
 
-    def _events(self, words, idx, cols, events, starts, w0, w1, window):
+    def _events(self, words, cols, events, starts, w0, w1, window):
         """Handle the words of [w0, w1) that fail a check, in order, while their `viterbi_from`
         end scores agree with the chain; (next start score, next word, next window)."""
         reset, tied, crossing = self._failures(starts[:-1], cols, w0, w1)
@@ -257,7 +250,8 @@ class UnigramEncoder:
             self.stats[kind] += 1
             path, end = viterbi_from(words[w], self.prefixes, self.scores, self.unk_id,
                                      self.unk_score, b)
-            if tuple(path) != self._pairs[idx[w]]:
+            cached = cols["tokoff"][w], cols["tokoff"][w + 1]
+            if path != _pair_list(cols["tokens"][cached[0]:cached[1]]):
                 events[w] = path
             if end != starts[first + 1]:
                 return end, w + 1, max(MIN_WINDOW, window // 2)
@@ -279,20 +273,34 @@ class UnigramEncoder:
         reset[0] = False
         return reset, tied, crossing
 
-    def _assemble(self, idx: list[int], events: dict) -> list[tuple[int, int]]:
-        paths = sliced_map(self._pairs.__getitem__, idx)
-        for w, path in events.items():
-            paths[w] = path
-        out: list[tuple[int, int]] = []
-        for i in range(0, len(paths), SLICE):
-            pause()
-            out += chain.from_iterable(paths[i:i + SLICE])
-        return out
+    @staticmethod
+    def _assemble(cols: dict, events: dict):
+        """The (n, 2) int64 tokens: the cached words' with the events' paths spliced in."""
+        import numpy as np
+
+        tokens = cols["tokens"]
+        if not events:
+            return tokens
+        tokoff, parts, done = cols["tokoff"], [], 0
+        for w in sorted(events):
+            parts += [tokens[done:tokoff[w]], np.array(events[w], dtype=np.int64).reshape(-1, 2)]
+            done = tokoff[w + 1]
+        return np.concatenate(parts + [tokens[done:]])
 
 
-#: per-word columns kept as numpy arrays: first token in `_added`, token count, then `bounds()`
-_COLUMNS = {"first": "int64", "ntok": "int64", "margin": "float64", "reach": "float64",
-            "n_max": "float64", "grow": "float64", "aligned": "bool"}
+#: per-word columns (array typecodes): first token in `_added`, token count, then `bounds()`
+_COLUMNS = {"first": "q", "ntok": "q", "margin": "d", "reach": "d", "n_max": "d", "grow": "d",
+            "aligned": "b"}
+
+
+def _pair_list(tokens) -> list[tuple[int, int]]:
+    """An (n, 2) int array as a list of (id, length) tuples, `SLICE` rows per C-level pass."""
+    out: list[tuple[int, int]] = []
+    for i in range(0, len(tokens), SLICE):
+        pause()
+        chunk = tokens[i:i + SLICE]
+        out += zip(chunk[:, 0].tolist(), chunk[:, 1].tolist())
+    return out
 
 
 class _Model:
