@@ -437,10 +437,10 @@ class _ExactLattice:
                 if piece_id >= 0:
                     has_single = has_single or j == single
                     v = base + iscore[piece_id]
-                    here = cands[j]
-                    if here is None:
-                        cands[j] = [(v, a, i)]
-                    else:
+                    if start[j] != -1:  # a second candidate or later: keep them all
+                        here = cands[j]
+                        if here is None:
+                            here = cands[j] = [(value[j], adds[j], start[j])]
                         here.append((v, a, i))
                         if not v > value[j]:
                             j += 1
@@ -453,12 +453,13 @@ class _ExactLattice:
         self.visited.append(n)
 
     def _offer(self, j: int, v: int, a: int, i: int, piece_id: int, added: float) -> None:
-        """A candidate reaches j: `viterbi`'s rule (first one, or strictly greater)."""
-        cands = self.cands[j]
-        if cands is None:
-            self.cands[j] = [(v, a, i)]
-        else:
-            cands.append((v, a, i))
+        """A candidate reaches j: `viterbi`'s rule (first one, or strictly greater); the
+        candidates are kept from the second on (`cands[j]` None: one, the winner)."""
+        if self.start[j] != -1:
+            here = self.cands[j]
+            if here is None:
+                here = self.cands[j] = [(self.value[j], self.adds[j], self.start[j])]
+            here.append((v, a, i))
             if not v > self.value[j]:
                 return
         self.value[j], self.adds[j], self.start[j] = v, a, i
@@ -485,6 +486,12 @@ class _ExactLattice:
         for j in self.visited[1:]:
             here = self.cands[j]
             win_v, win_a, win_i = self.value[j], adds[j], start[j]
+            if here is None:  # the winner alone
+                if win_v > reach or -win_v > reach:
+                    reach = abs(win_v)
+                if win_a > n_max:
+                    n_max = win_a
+                continue
             for v, a, i in here:
                 if v > reach or -v > reach:
                     reach = abs(v)
