@@ -1434,10 +1434,7 @@ class SentencePieceTokenizer(Tokenizer):
             return ids
         import numpy as np
 
-        pairs = sliced_array(chain.from_iterable(result), np.int64).reshape(-1, 2)  # (n, 2)
-        off = np.zeros(len(pairs) + 1, dtype=np.int64)                  # (n + 1,)
-        np.cumsum(pairs[:, 1], out=off[1:])
-        return self._populate_columns(normalized, pairs[:, 0].copy(), off, np.zeros_like(off))[0].tolist()
+        return self._populated_ids(normalized, sliced_array(chain.from_iterable(result), np.int64).reshape(-1, 2))
 
     def _encode_unigram_ids(self, text: str) -> list[int]:
         """`_encode_ordinary` from the unigram model's columns (no tuple per token)."""
@@ -1447,6 +1444,12 @@ class SentencePieceTokenizer(Tokenizer):
         special = np.fromiter(self.tables()["special_ids"], dtype=np.int64)
         if not np.isin(pairs[:, 0], special).any():
             return pairs[:, 0].tolist()
+        return self._populated_ids(normalized, pairs)
+
+    def _populated_ids(self, normalized: bytes, pairs) -> list[int]:
+        """The id column of `_populate_columns` for the model's (n, 2) (id, byte length) pairs."""
+        import numpy as np
+
         off = np.zeros(len(pairs) + 1, dtype=np.int64)                  # (n + 1,)
         np.cumsum(pairs[:, 1], out=off[1:])
         return self._populate_columns(normalized, pairs[:, 0].copy(), off, np.zeros_like(off))[0].tolist()

@@ -81,7 +81,7 @@ class UnigramEncoder:
         self.prefixes, self.scores, self.unk_id, self.unk_score = prefixes, scores, unk_id, unk_score
         self.stats = dict.fromkeys(STAT_KEYS, 0)
         self._model: _Model | None = None
-        self._lock = threading.Lock()  # one encode at a time: the cache's columns must agree
+        self._lock = threading.Lock()  # one thread in the cache at a time: its columns must agree
         self.clear_cache()
 
     def clear_cache(self) -> None:
@@ -102,23 +102,31 @@ class UnigramEncoder:
 
     def encode_ended(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
         """(`encode(data)`, the best path's float32 score at the end, as `viterbi_from` gives it)."""
-        with self._lock:
-            run = self._run(data)
-            if run is None:
-                return self._fallback(data)
-            cols, events, end = run
-            return _pair_list(self._assemble(cols, events)), end
+        run = self._run_unshared(data)
+        if run is None:
+            return self._fallback(data)
+        cols, events, end = run
+        return _pair_list(self._assemble(cols, events)), end
 
     def encode_columns(self, data: bytes):
         """`encode(data)` as an (n, 2) int64 array of (piece id, byte length), gathered from
         the cached words' tokens without a tuple per token."""
         import numpy as np
 
-        with self._lock:
-            run = self._run(data)
-            if run is None:
-                return np.array(self._fallback(data)[0], dtype=np.int64).reshape(-1, 2)
-            return self._assemble(run[0], run[1])
+        run = self._run_unshared(data)
+        if run is None:
+            return np.array(self._fallback(data)[0], dtype=np.int64).reshape(-1, 2)
+        return self._assemble(run[0], run[1])
+
+    def _run_unshared(self, data: bytes) -> tuple[dict, dict, float] | None:
+        """`_run` holding the cache; None (the caller runs `viterbi`) while another thread
+        holds it: the GUI thread must not wait out a worker's encode of a whole document."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self._run(data)
+        finally:
+            self._lock.release()
 
     def _run(self, data: bytes) -> tuple[dict, dict, float] | None:
         """(the words' columns, the events' paths, the end score), or None when only
@@ -141,7 +149,7 @@ class UnigramEncoder:
 
     def _fallback(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
         if data:
-            self.stats["fallback"] += 1
+            self.stats["fallback"] += 1  # (not thread-safe: a count for tests)
         return viterbi_from(data, self.prefixes, self.scores, self.unk_id, self.unk_score, 0.0)
 
     # ---- the cache --------------------------------------------------------------------------
@@ -527,19 +535,3 @@ def _scaled(x: float, shift: int) -> int:
     """x * 2^shift, exactly (an integer when shift >= `_denominator_log2(x)`)."""
     num, den = x.as_integer_ratio()
     return num * (1 << shift) // den
-
-
-_ENCODERS: list[UnigramEncoder] = []
-
-
-def viterbi_fast(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float], unk_id: int,
-                 unk_score: float) -> list[tuple[int, int]]:
-    """`viterbi(data, prefixes, scores, unk_id, unk_score)`, through a `UnigramEncoder` kept for
-    the same (identical, unchanged) tables among the last few used."""
-    for enc in _ENCODERS:
-        if (enc.prefixes is prefixes and enc.scores is scores and enc.unk_id == unk_id
-                and enc.unk_score == unk_score):
-            return enc.encode(data)
-    _ENCODERS.insert(0, UnigramEncoder(prefixes, scores, unk_id, unk_score))
-    del _ENCODERS[4:]
-    return _ENCODERS[0].encode(data)

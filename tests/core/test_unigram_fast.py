@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import forma_gui.core.unigram_fast as uf
 from forma_gui.core.sentencepiece import f32, viterbi, viterbi_from
-from forma_gui.core.unigram_fast import UnigramEncoder, viterbi_fast
+from forma_gui.core.unigram_fast import UnigramEncoder
 from forma_gui.formats.loader import load_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
 
@@ -302,11 +302,12 @@ def test_small_slices(botchan, monkeypatch):
     assert enc.encode(data) == pairs
 
 
-def test_viterbi_fast_reuses_an_encoder_per_tables():
-    prefixes, scores = make_vocab({SPACE: -1.0, "a": -2.0, "b": -2.5, "ab": -4.0})
-    data = text_of(["ab", "a", "bab"] * 10)
-    assert viterbi_fast(data, prefixes, scores, 4, -20.0) == viterbi(data, prefixes, scores, 4, -20.0)
-    words = uf._ENCODERS[0].stats["words"]
-    viterbi_fast(data, prefixes, scores, 4, -20.0)
-    assert uf._ENCODERS[0].stats["words"] == 2 * words
-    assert viterbi_fast(b"", prefixes, scores, 4, -20.0) == []
+def test_a_second_thread_does_not_wait_for_the_cache(botchan):
+    """While one thread holds the word cache, another gets `viterbi`'s result at once."""
+    enc = botchan_encoder(botchan[0])
+    data = "▁The▁cat▁sat.".encode()
+    expected = viterbi(data, enc.prefixes, enc.scores, enc.unk_id, enc.unk_score)
+    with enc._lock:  # as a worker encoding a document would
+        assert enc.encode(data) == expected
+        assert enc.stats["learned"] == 0 and enc.stats["fallback"] == 1
+    assert enc.encode(data) == expected and enc.stats["learned"] > 0
