@@ -15,7 +15,8 @@ written as a BPE model; its ids are checked against our own from-scratch encode 
 text (sentencepiece differs from llama.cpp where the text holds "<", see tests/core/test_llama_spm.py);
 and Mistral's SentencePiece .model (BPE, byte fallback, user-defined pieces), against the
 `sentencepiece` library encoding the whole document with the same file; its ids are checked
-against our own from-scratch encode and the library's; and the bert-bge GGUF (llama.cpp's
+against our own from-scratch encode and the library's; botchan's unigram .model (21 edits, each
+re-encoding the whole text: unigram edits are not local), against the library; and the bert-bge GGUF (llama.cpp's
 WordPiece), with no peer (HF tokenizers' BERT normalizer strips accents and splits text unlike
 llama.cpp's WPM session, so it is no exact peer); its ids are checked against our own
 from-scratch encode, whose segment columns are timed for the note.
@@ -111,19 +112,20 @@ def run(quick: bool = False) -> list[BenchResult]:
         results += _gguf(doc, size)
         results += _gguf_spm(doc, size)
         results += _sentencepiece_model(doc, size)
+        results += _sentencepiece_unigram(doc, size)
         results += _gguf_wordpiece(doc, size)
     return results
 
 
-def _live(tok, doc: str, *, own: bool = False) -> tuple:
-    """(encoder, median ms, note) after 1000 one-char edits of `doc` with a live encoder; the
+def _live(tok, doc: str, *, own: bool = False, n_edits: int = 1000) -> tuple:
+    """(encoder, median ms, note) after n_edits one-char edits of `doc` with a live encoder; the
     note gives median, p90, max and the number of full re-encodes, and with `own` whether the
     final ids equal our from-scratch encode and how long our from-scratch segment columns take
     (what the Tokenize view re-ran after each keystroke without the live encoder)."""
     from forma_gui.core.incremental import IncrementalEncoder
 
     enc = IncrementalEncoder(tok, doc)
-    ordered = sorted(edit_times(enc, 1000))
+    ordered = sorted(edit_times(enc, n_edits))
     ours = statistics.median(ordered) * 1e3
     p90, worst = ordered[int(0.9 * len(ordered))] * 1e3, ordered[-1] * 1e3
     note = (f"median {ours:.2f} ms, p90 {p90:.2f} ms, max {worst:.1f} ms over {len(ordered)} edits "
@@ -207,6 +209,32 @@ def _sentencepiece_model(doc: str, size: str) -> list[BenchResult]:
     return [BenchResult(f"one-char edit in {size}, Mistral .model, vs from-scratch sentencepiece", ours,
                         secs and secs * 1e3, "sentencepiece", "ms", higher_is_better=False,
                         target=TARGET, note=note)]
+
+
+def _sentencepiece_unigram(doc: str, size: str) -> list[BenchResult]:
+    """The same edits, fewer of them, with botchan's unigram .model: no local edits (the
+    Viterbi's float32 path scores run from the text's start), so each edit re-encodes the whole
+    text, as the Tokenize view's worker does, through the per-word cache of core.unigram_fast.
+    Against the `sentencepiece` library encoding the whole document; the final ids are checked
+    against the library's."""
+    from forma_gui.formats.loader import load_tokenizer
+
+    path = data_path("sentencepiece", "botchan_en_unigram_1000.model")
+    if not path.exists():
+        return []
+    enc, ours, note = _live(load_tokenizer(path), doc, n_edits=21)
+    try:
+        import sentencepiece
+    except ImportError:
+        lib = None
+    else:
+        lib = sentencepiece.SentencePieceProcessor(model_file=str(path))
+        note += "; ids " + ("identical with" if list(enc.ids) == lib.encode(enc.text) else "DIFFER from") + \
+            " sentencepiece"
+    secs = median_time(lambda: lib.encode(doc), repeat=3) if lib else None
+    return [BenchResult(f"one-char edit in {size}, botchan unigram .model (whole text per edit), "
+                        "vs from-scratch sentencepiece", ours, secs and secs * 1e3, "sentencepiece", "ms",
+                        higher_is_better=False, target=TARGET, note=note)]
 
 
 def _gguf_wordpiece(doc: str, size: str) -> list[BenchResult]:
