@@ -190,25 +190,8 @@ def _sentencepiece_model(doc: str, size: str) -> list[BenchResult]:
     whole document from the same file; the final ids are checked against our from-scratch
     encode and the library's, and our from-scratch segment columns (what the Tokenize view re-ran
     after each keystroke before the live encoder) are timed for the note."""
-    from forma_gui.formats.loader import load_tokenizer
-
-    path = data_path("sentencepiece", "mistral_instruct_tokenizer_240323.model.v3")
-    if not path.exists():
-        return []
-    tok = load_tokenizer(path)
-    enc, ours, note = _live(tok, doc, own=True)
-    try:
-        import sentencepiece
-    except ImportError:
-        lib = None
-    else:
-        lib = sentencepiece.SentencePieceProcessor(model_file=str(path))
-        note += "; ids " + ("identical with" if list(enc.ids) == lib.encode(enc.text) else "DIFFER from") + \
-            " sentencepiece"
-    secs = median_time(lambda: lib.encode(doc), repeat=3) if lib else None
-    return [BenchResult(f"one-char edit in {size}, Mistral .model, vs from-scratch sentencepiece", ours,
-                        secs and secs * 1e3, "sentencepiece", "ms", higher_is_better=False,
-                        target=TARGET, note=note)]
+    return _model_file_row(("sentencepiece", "mistral_instruct_tokenizer_240323.model.v3"), doc,
+                           f"one-char edit in {size}, Mistral .model", own=True)
 
 
 def _sentencepiece_unigram(doc: str, size: str) -> list[BenchResult]:
@@ -217,12 +200,20 @@ def _sentencepiece_unigram(doc: str, size: str) -> list[BenchResult]:
     text, as the Tokenize view's worker does, through the per-word cache of core.unigram_fast.
     Against the `sentencepiece` library encoding the whole document; the final ids are checked
     against the library's."""
+    return _model_file_row(("sentencepiece", "botchan_en_unigram_1000.model"), doc,
+                           f"one-char edit in {size}, botchan unigram .model (whole text per edit)",
+                           n_edits=21)
+
+
+def _model_file_row(parts: tuple[str, ...], doc: str, name: str, **live) -> list[BenchResult]:
+    """A `.model` file's live-edit row against the `sentencepiece` library encoding the whole
+    document from the same file (its ids also checked against the library's on the final text)."""
     from forma_gui.formats.loader import load_tokenizer
 
-    path = data_path("sentencepiece", "botchan_en_unigram_1000.model")
+    path = data_path(*parts)
     if not path.exists():
         return []
-    enc, ours, note = _live(load_tokenizer(path), doc, n_edits=21)
+    enc, ours, note = _live(load_tokenizer(path), doc, **live)
     try:
         import sentencepiece
     except ImportError:
@@ -232,9 +223,8 @@ def _sentencepiece_unigram(doc: str, size: str) -> list[BenchResult]:
         note += "; ids " + ("identical with" if list(enc.ids) == lib.encode(enc.text) else "DIFFER from") + \
             " sentencepiece"
     secs = median_time(lambda: lib.encode(doc), repeat=3) if lib else None
-    return [BenchResult(f"one-char edit in {size}, botchan unigram .model (whole text per edit), "
-                        "vs from-scratch sentencepiece", ours, secs and secs * 1e3, "sentencepiece", "ms",
-                        higher_is_better=False, target=TARGET, note=note)]
+    return [BenchResult(f"{name}, vs from-scratch sentencepiece", ours, secs and secs * 1e3, "sentencepiece",
+                        "ms", higher_is_better=False, target=TARGET, note=note)]
 
 
 def _gguf_wordpiece(doc: str, size: str) -> list[BenchResult]:
