@@ -15,6 +15,8 @@
 * `LlamaUGMTokenizer` (``t5``): llama.cpp's unigram: its own normalizer (charsmap, user-
   defined prefixes, space handling), Viterbi in double precision with user-defined pieces
   scored 0 and unknown characters ``min_score - 10``; runs of unknown tokens collapse.
+  Encoding segments each distinct word once (`core.unigram_fast` in its float64 mode,
+  proven per occurrence to be `ugm_viterbi_from`'s result); `_viterbi` is the reference.
 * WordPiece (``bert``) lives in `forma_gui.core.wordpiece`.
 """
 from __future__ import annotations
@@ -360,8 +362,14 @@ class LlamaUGMTokenizer(LlamaTokenizer):
     def _normal_bytes(self, token_id: int) -> bytes:
         return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
 
+    def clear_cache(self) -> None:
+        """Forget the cached words (benchmarks measure cold starts with it)."""
+        if self._tables is not None:
+            self._tables["unigram"].clear_cache()
+
     def tables(self) -> dict:
-        """The token trie (as a prefix dict), the user-defined trie paths and the scores."""
+        """The token trie (as a prefix dict), the user-defined trie paths, the scores and the
+        per-word encoder (`unigram`)."""
         with self._lock:
             if self._tables is None:
                 self._tables = self._build_tables()
@@ -385,9 +393,19 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         min_score = min(normal, default=FLT_MAX)
         scores = [0.0 if a & ATTR_USER_DEFINED else vocab.score(i)
                   for i, a in enumerate(vocab.attrs)]
+        unk_score = f32(min_score - self.UNK_PENALTY)
+        from forma_gui.core.unigram_fast import UnigramEncoder, float64_arithmetic
+
+        encoder = UnigramEncoder(prefixes, scores, self._unk_id(), unk_score,
+                                 float64_arithmetic(ugm_viterbi_from))
         return {"prefixes": prefixes, "user_paths": user_paths, "scores": scores,
-                "unk_score": f32(min_score - self.UNK_PENALTY),
-                "user_max": max(map(len, user_paths), default=0)}
+                "unk_score": unk_score, "user_max": max(map(len, user_paths), default=0),
+                "unigram": encoder}
+
+    def _unk_id(self) -> int:
+        """The unknown token's id, -1 when the vocabulary has none."""
+        unk = self.vocab.specials.get("unk")
+        return -1 if unk is None else unk
 
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
@@ -395,14 +413,27 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         normalized, n2o = self.normalize(data)
         if not normalized:
             return []
-        byte_spans = []
-        for token, b, e in self._viterbi(normalized):
-            if token < 0:  # no unknown token to stand for an unknown character
-                continue
-            ob = n2o[b]
-            oe = n2o[e] if e < len(n2o) else len(data)
-            byte_spans.append((token, ob, max(ob, oe)))
+        import numpy as np
+
+        ids, starts, ends = self._segments(normalized)
+        keep = ids >= 0  # no unknown token to stand for an unknown character
+        ids, starts, ends = ids[keep], starts[keep], ends[keep]
+        offsets = np.array(n2o + [len(data)], dtype=np.int64)  # (n + 1,): the end maps past
+        ob, oe = offsets[starts], offsets[ends]
+        byte_spans = list(zip(ids.tolist(), ob.tolist(), np.maximum(ob, oe).tolist()))
         return char_spans(text, start, byte_spans, data)
+
+    def _fragment_ids(self, text: str, start: int, end: int, after_special: bool) -> list[int]:
+        normalized = self.normalize(text[start:end].encode("utf-8", "surrogatepass"))[0]
+        if not normalized:
+            return []
+        ids = self._segments(normalized)[0]
+        return ids[ids >= 0].tolist()
+
+    def _segments(self, normalized: bytes):
+        """`_viterbi(normalized)` as (ids, starts, ends) int64 arrays, from the cached words."""
+        pairs = self.tables()["unigram"].encode_columns(normalized)  # (n, 2)
+        return collapse_unknown_runs(pairs[:, 0], pairs[:, 1], self._unk_id())
 
     def normalize(self, data: bytes) -> tuple[bytes, list[int]]:
         """llm_tokenizer_ugm_session::normalize, with the input offset of every output byte."""
@@ -456,51 +487,88 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         return (data[pos:pos + length], length) if length else ("\ufffd".encode(), 1)
 
     def _viterbi(self, normalized: bytes) -> list[tuple[int, int, int]]:
-        """(id, normalized start, normalized end) of the best path, unknown runs collapsed."""
+        """(id, normalized start, normalized end) of the best path, unknown runs collapsed:
+        the readable reference of `_segments`."""
+        import numpy as np
+
+        pairs = np.array(self._viterbi_from(normalized, 0.0)[0], dtype=np.int64).reshape(-1, 2)
+        ids, starts, ends = collapse_unknown_runs(pairs[:, 0], pairs[:, 1], self._unk_id())
+        return list(zip(ids.tolist(), starts.tolist(), ends.tolist()))
+
+    def _viterbi_from(self, normalized: bytes,
+                      start_score: float) -> tuple[list[tuple[int, int]], float]:
+        """`ugm_viterbi_from` with this vocabulary's tables."""
         tables = self.tables()
-        prefixes, scores, unk_score = tables["prefixes"], tables["scores"], tables["unk_score"]
-        unk = self.vocab.specials.get("unk")
-        unk = -1 if unk is None else unk
-        n = len(normalized)
-        best = [-1.7976931348623157e308] * (n + 1)
-        best[0] = 0.0
-        start = [0] * (n + 1)
-        ids = [unk] * (n + 1)
-        i = 0
-        while i < n:
-            mblen = min(ONE_CHAR_LEN[normalized[i] >> 4], n - i)  # unicode_len_utf8
-            base = best[i]
-            single = False
-            j = i + 1
-            while j <= n:
-                token = prefixes.get(normalized[i:j])
-                if token is None:
-                    break
-                if token >= 0:
-                    if j - i == mblen:
-                        single = True
-                    candidate = base + scores[token]
-                    if candidate > best[j]:
-                        best[j], start[j], ids[j] = candidate, i, token
-                j += 1
-            if not single:
-                candidate = base + unk_score
-                if candidate > best[i + mblen]:
-                    best[i + mblen], start[i + mblen], ids[i + mblen] = candidate, i, unk
-            i += mblen
-        out: list[tuple[int, int, int]] = []
-        end = n
-        while True:
-            token, s = ids[end], start[end]
-            if out and token == unk and out[-1][0] == unk:
-                out[-1] = (unk, s, out[-1][2])
-            else:
-                out.append((token, s, end))
-            if s == 0:
+        return ugm_viterbi_from(normalized, tables["prefixes"], tables["scores"], self._unk_id(),
+                                tables["unk_score"], start_score)
+
+
+def ugm_viterbi_from(data: bytes, prefixes: dict[bytes, int], scores: list[float], unk: int,
+                     unk_score: float, start_score: float) -> tuple[list[tuple[int, int]], float]:
+    """llm_tokenizer_ugm_session's Viterbi from the path score `start_score` at position 0:
+    the best path's (id, byte length) pairs, unknown runs not yet collapsed, and its score at
+    the end. Double additions, no score reset; a candidate replaces the best value at a
+    position (-DBL_MAX at first) only when strictly greater, so the first one wins ties.
+
+    >>> ugm_viterbi_from(b"ab", {b"a": 0, b"b": 1, b"ab": 2}, [-1.0, -1.0, -2.0], 3, -20.0, 0.5)
+    ([(2, 2)], -1.5)
+
+    (a tie: "ab" reaches the end first, from position 0, and "a" + "b" is not greater.)
+    """
+    n = len(data)
+    best = [-1.7976931348623157e308] * (n + 1)
+    best[0] = start_score
+    start = [0] * (n + 1)
+    ids = [unk] * (n + 1)
+    i = 0
+    while i < n:
+        mblen = min(ONE_CHAR_LEN[data[i] >> 4], n - i)  # unicode_len_utf8
+        base = best[i]
+        single = False
+        j = i + 1
+        while j <= n:
+            token = prefixes.get(data[i:j])
+            if token is None:
                 break
-            end = s
-        out.reverse()
-        return out
+            if token >= 0:
+                if j - i == mblen:
+                    single = True
+                candidate = base + scores[token]
+                if candidate > best[j]:
+                    best[j], start[j], ids[j] = candidate, i, token
+            j += 1
+        if not single:
+            candidate = base + unk_score
+            if candidate > best[i + mblen]:
+                best[i + mblen], start[i + mblen], ids[i + mblen] = candidate, i, unk
+        i += mblen
+    out: list[tuple[int, int]] = []
+    end = n
+    while end > 0:
+        out.append((ids[end], end - start[end]))
+        end = start[end]
+    out.reverse()
+    return out, best[n]
+
+
+def collapse_unknown_runs(ids, lengths, unk: int):
+    """(ids, starts, ends) int64 arrays of a path given as its ids and byte lengths, each run
+    of adjacent `unk` tokens merged into one (llama.cpp does it while backtracking).
+
+    >>> [a.tolist() for a in collapse_unknown_runs([5, 0, 0, 7, 0], [1, 2, 1, 3, 2], 0)]
+    [[5, 0, 7, 0], [0, 1, 4, 7], [1, 4, 7, 9]]
+    """
+    import numpy as np
+
+    ids, lengths = np.asarray(ids, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+    ends = np.cumsum(lengths)                                          # (n,)
+    starts = ends - lengths
+    is_unk = ids == unk
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = ~(is_unk[1:] & is_unk[:-1])  # a token opens a segment unless it continues a run
+    kept = first.nonzero()[0]
+    last = np.append(kept[1:] - 1, len(ids) - 1)  # each segment's last token
+    return ids[kept], starts[kept], ends[last] if len(ids) else ends
 
 
 def _lax_char_len(data: bytes, pos: int) -> int:

@@ -36,6 +36,24 @@ proves per occurrence that the reuse is what `viterbi` would have done:
 Whole-text fallbacks to `viterbi` (counted in `stats["fallback"]`): a usable score or the
 unknown score that is not a finite float32, a usable piece that is not valid UTF-8, or a word
 whose last character runs past the word end (malformed UTF-8 input).
+
+**Doubles** (`float64_arithmetic`, llama.cpp's UGM session: ``base + score`` in double, the
+best value at a position initialised to -DBL_MAX and replaced only by a strictly greater
+candidate, no score reset). The proof above uses only three facts about the arithmetic,
+and each holds for IEEE double as for float32 with p = 53 significand bits instead of 24:
+(i) an addition is correctly rounded, so it errs by at most half an ulp of its result,
+<= 2^-p·R for |result| <= R, and exactly 0 in the subnormal range (a sum of two multiples
+of 2^-1074 there is representable; `tiny`, the smallest normal, keeps R normal all the
+same); `grow` = 1 / (1 - n_max·2^-(p-1)) keeps R >= |b| + reach + n_max·δ; (ii) the
+comparisons are "the first candidate, or a strictly greater one": llama.cpp's strict ``>``
+against -DBL_MAX is that rule as long as every computed candidate exceeds -DBL_MAX, which
+`MAX_FLOAT64_SCORE` guarantees (with |scores| <= 2^960, a text of fewer than 2^60 bytes,
+at most one addition per byte, keeps every value below 2^1021 in magnitude: no overflow,
+every position is reached, and a word's `viterbi_from` backtracks as the whole text's);
+(iii) ``np.cumsum(dtype=float64)`` is the sequential double sum Python's ``+`` computes
+(tested). With no reset, SCORE_RESET becomes infinity: no reset at word starts and no
+crossing events; margin events remain (exact ties, and near ties that need |b| around
+2^53 times the margin, e.g. scores summing past 1e12 against margins of 1e-4).
 """
 from __future__ import annotations
 
@@ -45,10 +63,10 @@ import threading
 from array import array
 from itertools import chain, compress, repeat
 from operator import is_
-from typing import Sequence
+from typing import Callable, NamedTuple, Sequence
 
-from forma_gui.core.sentencepiece import (ONE_CHAR_LEN, SCORE_RESET, SPACE, SPACE_BYTES,
-                                          WORD_SLICE, viterbi_from)
+from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SCORE_RESET, SPACE,
+                                          SPACE_BYTES, WORD_SLICE, viterbi_from)
 from forma_gui.core.slices import SLICE, pause, sliced_array, sliced_map, sliced_set
 
 #: words longer than this (bytes) are cut again before every character no piece continues with
@@ -62,13 +80,42 @@ CACHE_WORDS = 1 << 16
 #: words checked per numpy pass of `_chain`, at first (it doubles up to `MAX_WINDOW`)
 MIN_WINDOW, MAX_WINDOW = 256, 1 << 16
 _UP, _DOWN = 1 + 2.0 ** -50, 1 - 2.0 ** -50  # outward rounding of float64 bounds
-_TINY = 2.0 ** -126                            # smallest normal float32: R stays normal
 STAT_KEYS = ("words", "learned", "margin", "rebase", "reset", "long", "fallback")
+#: the largest |score| the float64 mode takes: sums over any text stay far from overflow
+MAX_FLOAT64_SCORE = 2.0 ** 960
+
+#: `viterbi_from`'s signature: (data, prefixes, scores, unk_id, unk_score, start_score)
+#: -> ((id, byte length) pairs, end score)
+ViterbiFrom = Callable[[bytes, dict, Sequence[float], int, float, float],
+                       tuple[list[tuple[int, int]], float]]
+
+
+class Arithmetic(NamedTuple):
+    """How the reference Viterbi adds path scores, and the reference run on an event word."""
+
+    dtype: str               # numpy dtype of the path scores (the chain's additions)
+    typecode: str            # the same as an `array` typecode
+    mantissa: int            # stored significand bits: an addition errs <= 2^-(mantissa+1)·|sum|
+    tiny: float              # the smallest normal value: R stays normal
+    reset: float             # |score| past which the reference rebases to 0 (inf: never)
+    max_score: float         # the largest |score| the per-word path takes
+    viterbi_from: ViterbiFrom
+
+
+#: sentencepiece's unigram_model.cc: float32 sums, rebased past SCORE_RESET
+FLOAT32 = Arithmetic("float32", "f", 23, 2.0 ** -126, SCORE_RESET, FLT_MAX, viterbi_from)
+
+
+def float64_arithmetic(reference: ViterbiFrom) -> Arithmetic:
+    """Double sums with no reset (llama.cpp's UGM session), `reference` for the events."""
+    return Arithmetic("float64", "d", 52, 2.0 ** -1022, math.inf, MAX_FLOAT64_SCORE, reference)
 
 
 class UnigramEncoder:
     """`viterbi(data, prefixes, scores, unk_id, unk_score)` with a per-word cache; the tables
     must not change afterwards. `stats` counts the words, events and fallbacks (tests use it).
+    `arithmetic` is the reference's: `FLOAT32` (sentencepiece's `viterbi_from`) or
+    `float64_arithmetic(a double-precision viterbi_from)`.
 
     >>> from forma_gui.core.sentencepiece import viterbi
     >>> enc = UnigramEncoder({b"a": 0, b"b": 1, b"ab": 2}, [-1.0, -1.0, -1.5], 3, -20.0)
@@ -77,8 +124,9 @@ class UnigramEncoder:
     """
 
     def __init__(self, prefixes: dict[bytes, int], scores: Sequence[float], unk_id: int,
-                 unk_score: float) -> None:
+                 unk_score: float, arithmetic: Arithmetic = FLOAT32) -> None:
         self.prefixes, self.scores, self.unk_id, self.unk_score = prefixes, scores, unk_id, unk_score
+        self.arithmetic = arithmetic
         self.stats = dict.fromkeys(STAT_KEYS, 0)
         self._model: _Model | None = None
         self._lock = threading.Lock()  # one thread in the cache at a time: its columns must agree
@@ -91,7 +139,8 @@ class UnigramEncoder:
 
     def _clear(self) -> None:
         self._index: dict[bytes, int] = {}
-        self._added = array("f")  # the path scores of all cached words, one after another
+        # the path scores of all cached words, one after another, in the reference's type
+        self._added = array(self.arithmetic.typecode)
         self._tokens = array("q")  # and their (id, byte length) pairs, flat
         self._columns = [array(code) for code in _COLUMNS.values()]  # per word
         self._arrays: dict | None = None
@@ -101,7 +150,7 @@ class UnigramEncoder:
         return self.encode_ended(data)[0]
 
     def encode_ended(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
-        """(`encode(data)`, the best path's float32 score at the end, as `viterbi_from` gives it)."""
+        """(`encode(data)`, the best path's score at the end, as `viterbi_from` gives it)."""
         run = self._run_unshared(data)
         if run is None:
             return self._fallback(data)
@@ -144,13 +193,14 @@ class UnigramEncoder:
 
     # ---- the model's analysis, on first use -------------------------------------------------
     def _analyse(self) -> _Model:
-        self._model = _Model(self.prefixes, self.scores, self.unk_score)
+        self._model = _Model(self.prefixes, self.scores, self.unk_score, self.arithmetic)
         return self._model
 
     def _fallback(self, data: bytes) -> tuple[list[tuple[int, int]], float]:
         if data:
             self.stats["fallback"] += 1  # (not thread-safe: a count for tests)
-        return viterbi_from(data, self.prefixes, self.scores, self.unk_id, self.unk_score, 0.0)
+        return self.arithmetic.viterbi_from(data, self.prefixes, self.scores, self.unk_id,
+                                            self.unk_score, 0.0)
 
     # ---- the cache --------------------------------------------------------------------------
     def _indices(self, words: list[bytes]) -> list[int]:
@@ -201,7 +251,7 @@ class UnigramEncoder:
             # copies: a live view would stop the arrays from growing
             self._arrays = {name: np.frombuffer(col, dtype=code).copy()
                             for (name, code), col in zip(_COLUMNS.items(), self._columns)}
-            self._arrays["added"] = np.frombuffer(self._added, dtype=np.float32).copy()
+            self._arrays["added"] = np.frombuffer(self._added, dtype=self.arithmetic.dtype).copy()
             self._arrays["tokens"] = np.frombuffer(self._tokens, dtype=np.int64).reshape(-1, 2).copy()
         at = sliced_array(idx, np.intp)                          # (n_words,)
         cols = {name: self._arrays[name][at] for name in _COLUMNS}
@@ -214,33 +264,36 @@ class UnigramEncoder:
         return cols
 
     def _learn(self, word: bytes) -> tuple:
-        """(flat (id, length) tokens, the float32 scores they add, margin, reach, n_max, grow,
+        """(flat (id, length) tokens, the scores they add, margin, reach, n_max, grow,
         aligned) of the generic path of `word` from base 0 (module docstring, step 2)."""
         lattice = _ExactLattice(self._model, self.prefixes, self.scores, self.unk_id,
                                 self.unk_score, word)
         pairs, added = lattice.path()
-        return (list(chain.from_iterable(pairs)), added, *lattice.bounds())
+        return (list(chain.from_iterable(pairs)), added,
+                *lattice.bounds(self.arithmetic.mantissa))
 
     # ---- the chain of word-start scores ------------------------------------------------------
     def _chain(self, words: list[bytes], cols: dict) -> tuple[dict, float]:
-        """Word-start scores in float32, a window of words per numpy pass; the events' own
-        paths by word number, and the end score. (Scores stay finite: a visited score is at
-        most SCORE_RESET in magnitude after its reset, and FLT_MAX + 1e5 rounds to FLT_MAX.)"""
+        """Word-start scores in the reference's arithmetic, a window of words per numpy pass;
+        the events' own paths by word number, and the end score. (Scores stay finite: in
+        float32 a visited score is at most SCORE_RESET in magnitude after its reset, and
+        FLT_MAX + 1e5 rounds to FLT_MAX; in float64 `MAX_FLOAT64_SCORE` bounds every sum.)"""
         import numpy as np
 
+        reset, dtype = self.arithmetic.reset, self.arithmetic.dtype
         events: dict = {}
         b, w0, n_words, window = 0.0, 0, len(words), MIN_WINDOW
         tokoff = cols["tokoff"]
         while w0 < n_words:
-            if abs(b) > SCORE_RESET:
+            if abs(b) > reset:
                 self.stats["reset"] += 1
                 b = 0.0
             w1 = min(n_words, w0 + window)
-            run = np.empty(tokoff[w1] - tokoff[w0] + 1, dtype=np.float32)  # (tokens + 1,)
+            run = np.empty(tokoff[w1] - tokoff[w0] + 1, dtype=dtype)  # (tokens + 1,)
             run[0] = b
             run[1:] = cols["added"][tokoff[w0]:tokoff[w1]]
             with np.errstate(over="ignore"):  # past a word that fails a check: unused
-                np.cumsum(run, out=run)  # sequential float32 sums: the C++'s
+                np.cumsum(run, out=run)  # sequential sums in `dtype`: the reference's
             at = tokoff[w0:w1 + 1] - tokoff[w0]
             starts = run[at].astype(np.float64)                     # (w1 - w0 + 1,)
             b, w0, window = self._events(words, cols, events, starts, w0, w1, window)
@@ -256,8 +309,8 @@ class UnigramEncoder:
                 return b, w, max(MIN_WINDOW, window // 2)
             kind = "long" if cols["margin"][w] < 0 else "margin" if tied[first] else "rebase"
             self.stats[kind] += 1
-            path, end = viterbi_from(words[w], self.prefixes, self.scores, self.unk_id,
-                                     self.unk_score, b)
+            path, end = self.arithmetic.viterbi_from(words[w], self.prefixes, self.scores,
+                                                     self.unk_id, self.unk_score, b)
             cached = cols["tokoff"][w], cols["tokoff"][w + 1]
             if path != _pair_list(cols["tokens"][cached[0]:cached[1]]):
                 events[w] = path
@@ -270,14 +323,15 @@ class UnigramEncoder:
         proven, a reset inside it is not ruled out); the first word's reset is done."""
         import numpy as np
 
+        arithmetic = self.arithmetic
         absb = np.abs(starts)
         reach, n_max = cols["reach"][w0:w1], cols["n_max"][w0:w1]
-        bound = (absb + reach) * cols["grow"][w0:w1] * _UP + _TINY      # R of the docstring
+        bound = (absb + reach) * cols["grow"][w0:w1] * _UP + arithmetic.tiny  # R of the docstring
         with np.errstate(over="ignore", invalid="ignore"):
-            delta = np.spacing(bound.astype(np.float32)).astype(np.float64) / 2
+            delta = np.spacing(bound.astype(arithmetic.dtype)).astype(np.float64) / 2
             tied = ~(cols["margin"][w0:w1] > delta)
-            crossing = ~((absb + reach + (n_max + 1) * delta) * _UP <= SCORE_RESET)
-        reset = absb > SCORE_RESET
+            crossing = ~((absb + reach + (n_max + 1) * delta) * _UP <= arithmetic.reset)
+        reset = absb > arithmetic.reset
         reset[0] = False
         return reset, tied, crossing
 
@@ -315,12 +369,13 @@ class _Model:
     """What a vocabulary allows: exact integer scores and the word splitter, or `words` None
     when only the whole-text `viterbi` is exact."""
 
-    def __init__(self, prefixes: dict[bytes, int], scores: Sequence[float], unk_score: float) -> None:
+    def __init__(self, prefixes: dict[bytes, int], scores: Sequence[float], unk_score: float,
+                 arithmetic: Arithmetic) -> None:
         self.words = None
         usable = [key for key, i in prefixes.items() if i >= 0]
         ids = sorted({prefixes[key] for key in usable})
         values = [float(scores[i]) for i in ids] + [float(unk_score)]
-        if not all(map(_is_float32, values)):
+        if not all(_representable(v, arithmetic) for v in values):
             return
         try:
             inner = {ch for key in usable for ch in key.decode("utf-8")[1:]}
@@ -484,10 +539,11 @@ class _ExactLattice:
         return ([(ids[e], e - b) for b, e in zip(ends, ends[1:])],
                 [added[e] for e in ends[1:]])
 
-    def bounds(self) -> tuple[float, float, float, float, bool]:
+    def bounds(self, mantissa: int) -> tuple[float, float, float, float, bool]:
         """(margin, reach, n_max, grow, aligned) over the candidates at the visited positions
-        and the end, the only ones whose computed values are ever read; margin -1 when the
-        word's chains are too long to check."""
+        and the end, the only ones whose computed values are ever read, for sums with
+        `mantissa` stored significand bits; margin -1 when the word's chains are too long to
+        check."""
         num, den = None, 1   # the least ratio num / den, exact
         reach = n_max = 0
         start, adds = self.start, self.adds
@@ -518,12 +574,14 @@ class _ExactLattice:
         if n_max > MAX_CHAIN:
             return -1.0, 0.0, 0.0, 1.0, self.aligned
         margin = math.inf if num is None else math.ldexp(num, -self.shift) / den * _DOWN
-        grow = 1 / (1 - n_max * 2.0 ** -23) * _UP
+        grow = 1 / (1 - n_max * 2.0 ** -mantissa) * _UP
         return margin, math.ldexp(reach, -self.shift) * _UP, float(n_max), grow, self.aligned
 
 
-def _is_float32(x: float) -> bool:
-    return math.isfinite(x) and array("f", [x])[0] == x
+def _representable(x: float, arithmetic: Arithmetic) -> bool:
+    """x is a value of the arithmetic's type, and at most its `max_score` in magnitude."""
+    return (math.isfinite(x) and abs(x) <= arithmetic.max_score
+            and array(arithmetic.typecode, [x])[0] == x)
 
 
 def _denominator_log2(x: float) -> int:
