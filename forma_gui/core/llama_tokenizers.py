@@ -35,7 +35,7 @@ from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import LlamaPreTokenizer
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
                                         LlamaTokenizer, LlamaVocab, char_spans)
-from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, f32,
+from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, backtrack, f32,
                                           merge_adjacent, merge_by_score)
 from forma_gui.core.slices import cut_slices, pause, sliced_dict, sliced_map
 from forma_gui.core.tokenizer import MergeStep
@@ -542,13 +542,7 @@ def ugm_viterbi_from(data: bytes, prefixes: dict[bytes, int], scores: list[float
             if candidate > best[i + mblen]:
                 best[i + mblen], start[i + mblen], ids[i + mblen] = candidate, i, unk
         i += mblen
-    out: list[tuple[int, int]] = []
-    end = n
-    while end > 0:
-        out.append((ids[end], end - start[end]))
-        end = start[end]
-    out.reverse()
-    return out, best[n]
+    return backtrack(ids, start, n), best[n]
 
 
 def collapse_unknown_runs(ids, lengths, unk: int):

@@ -814,13 +814,23 @@ def viterbi_from(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float
             if start[single] == -1 or candidate > best[single]:
                 best[single], start[single], ids[single] = candidate, i, unk_id
         i = single
+    return backtrack(ids, start, n), best[n]
+
+
+def backtrack(ids: Sequence[int], start: Sequence[int], n: int) -> list[tuple[int, int]]:
+    """A Viterbi's best path as (id, byte length) pairs, from the ids and start offsets it
+    recorded at each end offset, followed back from the end n.
+
+    >>> backtrack([0, 7, 8, 9], [-1, 0, 1, 1], 3)
+    [(7, 1), (9, 2)]
+    """
     out: list[tuple[int, int]] = []
     end = n
     while end > 0:
         out.append((ids[end], end - start[end]))
         end = start[end]
     out.reverse()
-    return out, best[n]
+    return out
 
 
 def float_priority(score: float) -> int:
