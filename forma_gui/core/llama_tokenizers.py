@@ -17,6 +17,9 @@
   scored 0 and unknown characters ``min_score - 10``; runs of unknown tokens collapse.
   Encoding segments each distinct word once (`core.unigram_fast` in its float64 mode,
   proven per occurrence to be `ugm_viterbi_from`'s result); `_viterbi` is the reference.
+  The normalizer copies runs of characters that no key or user-defined token touches
+  whole (`plain_run_regex`) and handles the spaces in numpy; `_normalize_reference` is
+  the loop.
 * WordPiece (``bert``) lives in `forma_gui.core.wordpiece`.
 """
 from __future__ import annotations
@@ -25,6 +28,7 @@ import math
 import re
 import threading
 from array import array
+from collections.abc import Iterator
 from itertools import chain
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -35,8 +39,9 @@ from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.llama_pre import LlamaPreTokenizer
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
                                         LlamaTokenizer, LlamaVocab, char_spans)
-from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, backtrack, f32,
-                                          merge_adjacent, merge_by_score)
+from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, _alternation,
+                                          _byte_class, backtrack, f32, merge_adjacent,
+                                          merge_by_score)
 from forma_gui.core.slices import cut_slices, pause, sliced_dict, sliced_map
 from forma_gui.core.tokenizer import MergeStep
 
@@ -357,6 +362,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         super().__init__(vocab, name=name, path=path)
         self.charsmap = charsmap if charsmap else None
         self._tables: dict | None = None
+        self._plain_run: re.Pattern | None = None
         self._lock = threading.Lock()
 
     def _normal_bytes(self, token_id: int) -> bytes:
@@ -410,7 +416,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
         data = text[start:end].encode("utf-8", "surrogatepass")
-        normalized, n2o = self.normalize(data)
+        normalized, n2o = self.normalize_columns(data)
         if not normalized:
             return []
         import numpy as np
@@ -418,13 +424,13 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         ids, starts, ends = self._segments(normalized)
         keep = ids >= 0  # no unknown token to stand for an unknown character
         ids, starts, ends = ids[keep], starts[keep], ends[keep]
-        offsets = np.array(n2o + [len(data)], dtype=np.int64)  # (n + 1,): the end maps past
+        offsets = np.append(n2o, len(data))  # (n + 1,): the end maps past
         ob, oe = offsets[starts], offsets[ends]
         byte_spans = list(zip(ids.tolist(), ob.tolist(), np.maximum(ob, oe).tolist()))
         return char_spans(text, start, byte_spans, data)
 
     def _fragment_ids(self, text: str, start: int, end: int, after_special: bool) -> list[int]:
-        normalized = self.normalize(text[start:end].encode("utf-8", "surrogatepass"))[0]
+        normalized = self.normalize_columns(text[start:end].encode("utf-8", "surrogatepass"))[0]
         if not normalized:
             return []
         ids = self._segments(normalized)[0]
@@ -436,7 +442,69 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         return collapse_unknown_runs(pairs[:, 0], pairs[:, 1], self._unk_id())
 
     def normalize(self, data: bytes) -> tuple[bytes, list[int]]:
-        """llm_tokenizer_ugm_session::normalize, with the input offset of every output byte."""
+        """llm_tokenizer_ugm_session::normalize, with the input offset of every output byte.
+
+        Equal to `_normalize_reference`; see `normalize_columns` for how it is fast.
+        """
+        normalized, n2o = self.normalize_columns(data)
+        return normalized, n2o.tolist()
+
+    def normalize_columns(self, data: bytes):
+        """`normalize` with the offsets as an int64 numpy array. Two steps: the pieces
+        (`_mapped`), then the space handling over their bytes, which depends on nothing but
+        those bytes and the flags, in numpy (`_spaced`)."""
+        mapped, offsets = self._mapped(data)
+        return _spaced(mapped, offsets, self.vocab.flags, len(data))
+
+    def _mapped(self, data: bytes):
+        """The pieces `_normalize_prefix` cuts `data` into, joined, and each byte's input
+        offset (int64 numpy array: its piece's start, a character being one piece). Runs of
+        characters that are their own piece (`plain_run`) are copied whole; only the
+        positions between them go one piece at a time."""
+        import numpy as np
+
+        run = self.plain_run()
+        parts: list[bytes] = []
+        starts, plain = array("q"), bytearray()  # per part: its input start, 1 if a run
+        pos, n = 0, len(data)
+        while pos < n:
+            found = run.match(data, pos)
+            end = found.end() if found is not None else pos
+            if end > pos:
+                part, consumed = data[pos:end], end - pos
+            else:
+                part, consumed = self._normalize_prefix(data, pos)
+            parts.append(part)
+            starts.append(pos)
+            plain.append(end > pos)
+            pos += consumed
+        mapped = b"".join(parts)
+        sizes = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))  # (parts,)
+        is_run = np.repeat(np.frombuffer(plain, dtype=bool), sizes)     # (m,)
+        first = np.repeat(np.frombuffer(starts, dtype=np.int64) if starts else sizes, sizes)
+        # a run's byte comes from its own input position, another piece's from the piece start
+        step = np.arange(len(mapped), dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        at = first + np.where(is_run, step, 0)
+        raw = np.frombuffer(mapped, dtype=np.uint8)                      # (m,)
+        follows = is_run & ((raw & 0xC0) == 0x80)
+        if follows.any():  # a run's character: every byte from its first (runs hold whole ones)
+            at = np.maximum.accumulate(np.where(follows, -1, at))
+        return mapped, at
+
+    def plain_run(self) -> re.Pattern:
+        """A regex matching the longest run (at least one) of characters that are each their
+        own `_normalize_prefix` piece, whatever follows the run (built once)."""
+        with self._lock:
+            if self._plain_run is None:
+                first = {t.encode("utf-8", "surrogateescape")[:1]
+                         for t, a in zip(self.vocab.tokens, self.vocab.attrs)
+                         if a & ATTR_USER_DEFINED}
+                self._plain_run = plain_run_regex(self.charsmap, b"".join(first))
+            return self._plain_run
+
+    def _normalize_reference(self, data: bytes) -> tuple[bytes, list[int]]:
+        """llm_tokenizer_ugm_session::normalize, with the input offset of every output byte:
+        the readable reference of `normalize`."""
         flags = self.vocab.flags
         space = SPACE.encode() if flags.get("escape_whitespaces", True) else b" "
         suffix = flags.get("treat_whitespace_as_suffix", False)
@@ -563,6 +631,140 @@ def collapse_unknown_runs(ids, lengths, unk: int):
     kept = first.nonzero()[0]
     last = np.append(kept[1:] - 1, len(ids) - 1)  # each segment's last token
     return ids[kept], starts[kept], ends[last] if len(ids) else ends
+
+
+#: unicode_cpt_from_utf8's lead bytes as (first, last, character length); its continuation
+#: bytes are any of 80..BF (no overlong or surrogate check). Other leads throw: U+FFFD.
+LAX_UTF8_FORMS = ((0x00, 0x7F, 1), (0xC0, 0xDF, 2), (0xE0, 0xEF, 3), (0xF0, 0xF7, 4))
+
+
+def plain_run_regex(charsmap: CharsMap | None, user_first: bytes) -> re.Pattern:
+    """A regex for runs of characters that `LlamaUGMTokenizer._normalize_prefix` gives
+    back as they are: lax UTF-8 (see `_lax_char_len`), no user-defined token starting with
+    their first byte, no charsmap key ending inside them or at their end, and no key going
+    on past them into the byte that follows (a negative lookahead). A character outside
+    (a key, or a piece, might start there) just takes the slow path.
+
+    >>> run = plain_run_regex(None, b"<")
+    >>> run.match("ab c<d".encode()).end(), run.match(b"\\xc3(") is None
+    (4, True)
+    """
+    groups: dict[tuple[bytes, bytes, bytes], bytearray] = {}
+    for first, last, size in LAX_UTF8_FORMS:
+        _plain_walk(charsmap, b"", 0 if charsmap else -1, size, range(first, last + 1),
+                    user_first, groups)
+    body = _alternation(groups)
+    if not body:
+        return re.compile(b"(?!)")
+    return re.compile(b"(?:" + _ascii_block(charsmap, user_first) + body + b")++")
+
+
+def _ascii_block(charsmap: CharsMap | None, user_first: bytes) -> bytes:
+    """A faster first alternative for `plain_run_regex`, ``|``-terminated (or b""): a
+    stretch of plain ASCII characters that no key goes on from into an ASCII byte. `re`
+    loops over their byte class at C speed; inside the stretch each is followed by an ASCII
+    byte, so only the last one's lookahead is checked."""
+    last: dict[tuple[bytes, bytes, bytes], bytearray] = {}
+    for b in range(0x80):
+        node = charsmap.child(0, b) if charsmap is not None else -1
+        follow = charsmap.followers(node) if node >= 0 else b""
+        if b in user_first or (node >= 0 and charsmap.value(node) is not None) or \
+                min(follow, default=0x80) < 0x80:
+            continue
+        look = _key_lookahead(charsmap, node) if follow else b""
+        last.setdefault((b"", b"", look), bytearray()).append(b)
+    if not last:
+        return b""
+    return _byte_class(b"".join(last.values())) + b"*(?:" + _alternation(last) + b")|"
+
+
+def _plain_walk(charsmap: CharsMap | None, prefix: bytes, node: int, size: int,
+                following: range, user_first: bytes,
+                groups: dict[tuple[bytes, bytes, bytes], bytearray]) -> None:
+    """Add the plain `size`-byte characters that start with `prefix` and then a byte of
+    `following` to `groups` ({(prefix, tail, lookahead): last bytes}); `node` is the
+    charsmap trie's node after `prefix` (-1: no key goes on)."""
+    children = dict(charsmap.children(node)) if node >= 0 else {}
+    rest = size - len(prefix) - 1
+    free = bytearray()
+    for b in following:
+        child = children.get(b)
+        if (not prefix and b in user_first) or (child is not None
+                                                 and charsmap.value(child) is not None):
+            continue  # a piece starts here, or a key ends inside or at the end of the character
+        if child is None:
+            free.append(b)
+        elif rest:
+            _plain_walk(charsmap, prefix + bytes((b,)), child, size, range(0x80, 0xC0),
+                        user_first, groups)
+        else:
+            look = _key_lookahead(charsmap, child)
+            groups.setdefault((prefix, b"", look), bytearray()).append(b)
+    if free:
+        tail = b"[\\x80-\\xbf]{%d}" % rest if rest else b""
+        groups.setdefault((prefix, tail, b""), bytearray()).extend(free)
+
+
+def _key_lookahead(charsmap: CharsMap, node: int) -> bytes:
+    """``(?!...)`` of the ways a charsmap key goes on from `node` to its end (b"" when none
+    does), each cut after `KEY_LOOKAHEAD` bytes (then rejecting more than needed: the
+    character only takes the slow path)."""
+    groups: dict[tuple[bytes, bytes, bytes], bytearray] = {}
+    for rest in _key_rests(charsmap, node, b""):
+        groups.setdefault((rest[:-1], b"", b""), bytearray()).append(rest[-1])
+    return b"(?!" + _alternation(groups) + b")" if groups else b""
+
+
+#: bytes of a key's rest spelled out in a lookahead
+KEY_LOOKAHEAD = 4
+
+
+def _key_rests(charsmap: CharsMap, node: int, prefix: bytes) -> Iterator[bytes]:
+    """The shortest byte strings after `node` that reach a key's end (or `KEY_LOOKAHEAD`
+    bytes towards one)."""
+    for b, child in charsmap.children(node):
+        rest = prefix + bytes((b,))
+        if charsmap.value(child) is not None or len(rest) == KEY_LOOKAHEAD:
+            yield rest
+        else:
+            yield from _key_rests(charsmap, child, rest)
+
+
+def _spaced(mapped: bytes, offsets, flags: dict[str, bool], size: int):
+    """The space handling of llm_tokenizer_ugm_session::normalize over the joined pieces
+    `mapped` (`offsets`: each byte's piece start; `size`: the input length), in numpy.
+    A space byte gives an (escaped) space unless spaces merge; a non-space byte after a
+    space or at the start opens a word, which gets a space before it when spaces merge,
+    or the first one when a space is prepended.
+
+    >>> import numpy as np
+    >>> flags = {"remove_extra_whitespaces": True, "escape_whitespaces": False}
+    >>> out, n2o = _spaced(b" a  b", np.arange(5), flags, 5)
+    >>> out, n2o.tolist()
+    (b' a b', [1, 1, 4, 4])
+    """
+    import numpy as np
+
+    space = SPACE.encode() if flags.get("escape_whitespaces", True) else b" "
+    suffix = flags.get("treat_whitespace_as_suffix", False)
+    merge = flags.get("remove_extra_whitespaces", False)
+    raw = np.frombuffer(mapped, dtype=np.uint8)                          # (m,)
+    blank = raw == 0x20
+    opens = ~blank
+    opens[1:] &= blank[:-1]
+    if not merge:
+        prepend = not suffix and flags.get("add_space_prefix", False)
+        opens[np.flatnonzero(opens)[1 if prepend else 0:]] = False
+    width = len(space)
+    count = np.where(blank, 0 if merge else width, 1) + opens * width   # (m,) output bytes
+    out = np.repeat(raw, count)
+    n2o = np.repeat(offsets, count)
+    starts = (np.cumsum(count) - count)[(blank & (not merge)) | opens]  # spaces to write
+    for k, b in enumerate(space):
+        out[starts + k] = b
+    if suffix and flags.get("add_space_prefix", False):
+        return out.tobytes() + space, np.append(n2o, [size] * width)
+    return out.tobytes(), n2o
 
 
 def _lax_char_len(data: bytes, pos: int) -> int:
