@@ -22,7 +22,7 @@ from forma_gui.core.sentencepiece import f32
 from forma_gui.core.unigram_fast import UnigramEncoder, float64_arithmetic
 from forma_gui.formats.gguf_tokenizer import load_gguf_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
-from tests.core.test_unigram_fast import make_vocab, random_words, text_of
+from tests.core.test_unigram_fast import make_vocab, random_words, text_of, tied_pieces
 from tests.formats.test_gguf_tokenizer import _t5_from
 
 SPACE = "\u2581"
@@ -100,12 +100,7 @@ def test_rounding_errors_add_up_along_chains():
 
 
 def test_exact_ties_everywhere():
-    pieces = {SPACE: -7.0}
-    for n in (1, 2, 3):
-        for k in range(2 ** n):
-            s = "".join("ab"[(k >> i) & 1] for i in range(n))
-            pieces[s] = pieces[SPACE + s] = -7.0
-    enc = make_encoder(pieces)
+    enc = make_encoder(tied_pieces())
     assert_same(enc, text_of(random_words(random.Random(2), "ab", 6000, 1, 9)))
     assert enc.stats["margin"] > 100
 
