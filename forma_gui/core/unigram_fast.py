@@ -80,7 +80,10 @@ CACHE_WORDS = 1 << 16
 #: words checked per numpy pass of `_chain`, at first (it doubles up to `MAX_WINDOW`)
 MIN_WINDOW, MAX_WINDOW = 256, 1 << 16
 _UP, _DOWN = 1 + 2.0 ** -50, 1 - 2.0 ** -50  # outward rounding of float64 bounds
-STAT_KEYS = ("words", "learned", "margin", "rebase", "reset", "long", "fallback")
+STAT_KEYS = ("words", "learned", "margin", "rebase", "reset", "long", "fallback", "limit")
+#: `encode_live` segments texts of at most this many words word by word in Python (a region
+#: around an edit: numpy's per-call cost would be most of it), longer ones in numpy passes
+SMALL_WORDS = 48
 #: the largest |score| the float64 mode takes: sums over any text stay far from overflow
 MAX_FLOAT64_SCORE = 2.0 ** 960
 
@@ -143,6 +146,7 @@ class UnigramEncoder:
         self._added = array(self.arithmetic.typecode)
         self._tokens = array("q")  # and their (id, byte length) pairs, flat
         self._columns = [array(code) for code in _COLUMNS.values()]  # per word
+        self._limits = array("d")  # per word, `limits()`: filled for new words when needed
         self._arrays: dict | None = None
 
     def encode(self, data: bytes) -> list[tuple[int, int]]:
@@ -166,6 +170,135 @@ class UnigramEncoder:
         if run is None:
             return np.array(self._fallback(data)[0], dtype=np.int64).reshape(-1, 2)
         return self._assemble(run[0], run[1])
+
+    def live(self) -> "UnigramEncoder | None":
+        """This encoder when `encode_live` can segment texts (the tables allow words), else None."""
+        with self._lock:
+            model = self._model or self._analyse()
+        return self if model.words is not None else None
+
+    def encode_live(self, data: bytes, start: float = 0.0) -> LiveRun | None:
+        """`data` segmented from the path score `start` (`viterbi_from`'s), with what an edit
+        needs to carry on after it without the text (core.incremental): per token the path
+        score before it, the score it adds, and at each word's first token its `limits()`
+        bound (-inf for a word `viterbi_from` segmented). None when only `viterbi` over the
+        whole text is exact, or while another thread holds the cache."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            model = self._model or self._analyse()
+            if model.words is None:
+                return None
+            words = model.words(data) if data else []
+            if len(words) <= SMALL_WORDS:
+                return self._live_words(words, start)
+            idx = self._indices(words)
+            cols = self._gather(idx)
+            if not cols["aligned"][:-1].all():
+                return None
+            chain: dict = {}
+            events, end = self._chain(words, cols, start, chain)
+            return self._live_run(cols, idx, events, chain, end)
+        finally:
+            self._lock.release()
+
+    def _live_words(self, words: list[bytes], b: float) -> LiveRun | None:
+        """`encode_live` one word at a time: a cached word when its start passes `limits()`,
+        else `viterbi_from` from its start score."""
+        import numpy as np
+
+        arithmetic, scores = self.arithmetic, self.scores
+        sums = array(arithmetic.typecode, [0.0])  # additions rounded to the reference's type
+        tokens, before, added, bound = array("q"), array("d"), array("d"), array("d")
+        first_of, ntok_of, aligned_of = self._columns[0], self._columns[1], self._columns[-1]
+        self.stats["words"] += len(words)
+        for n, word in enumerate(words):
+            pre = b
+            if abs(b) > arithmetic.reset:
+                self.stats["reset"] += 1
+                b = 0.0
+            k = self._index.get(word)
+            if k is None and len(self._index) < 2 * CACHE_WORDS:
+                self.stats["learned"] += 1
+                self._store(word, self._learn(word))
+                k = self._index[word]
+            if k is not None and not aligned_of[k] and n < len(words) - 1:
+                return None  # a last character past the word's end: malformed UTF-8 inside
+            if k is not None and abs(b) <= self._limit(k):
+                first, ntok = first_of[k], ntok_of[k]
+                adds = self._added[first:first + ntok]
+                tokens.extend(self._tokens[2 * first:2 * (first + ntok)])
+                before.append(pre)
+                for a in adds[:-1]:
+                    sums[0] = b + a
+                    b = sums[0]
+                    before.append(b)
+                sums[0] = b + adds[-1]
+                b = sums[0]
+                added.extend(adds.tolist())
+                bound.append(self._limits[k])
+                bound.extend(repeat(math.nan, ntok - 1))
+                continue
+            self.stats["limit"] += 1
+            path, b = arithmetic.viterbi_from(word, self.prefixes, scores, self.unk_id, self.unk_score, b)
+            tokens.extend(chain.from_iterable(path))
+            before.append(pre)
+            before.extend(repeat(math.nan, len(path) - 1))
+            added.extend(self._path_scores(path))
+            bound.append(-math.inf)
+            bound.extend(repeat(math.nan, len(path) - 1))
+        return LiveRun(np.frombuffer(tokens, dtype=np.int64).reshape(-1, 2),
+                       np.frombuffer(before, dtype=np.float64), np.frombuffer(added, dtype=np.float64),
+                       np.frombuffer(bound, dtype=np.float64), float(b))
+
+    def spelled(self) -> dict[int, bytes]:
+        """Piece id -> its bytes, for the pieces of the lattice (built once)."""
+        found = self.__dict__.get("_spelled")
+        if found is None:
+            found = self._spelled = {i: key for key, i in self.prefixes.items() if i >= 0}
+        return found
+
+    def resegment(self, data: bytes, start: float) -> tuple[list[tuple[int, int]], float]:
+        """`viterbi_from` (the arithmetic's) over `data` from the path score `start`: a word
+        segmented again where an edit changed its start score (core.incremental)."""
+        return self.arithmetic.viterbi_from(data, self.prefixes, self.scores, self.unk_id, self.unk_score, start)
+
+    def _path_scores(self, path: list[tuple[int, int]]) -> list[float]:
+        """The score each (id, length) pair of a path adds (an unknown piece: the unknown score)."""
+        scores, unk_id, unk_score = self.scores, self.unk_id, self.unk_score
+        return [unk_score if i == unk_id else scores[i] for i, _ in path]
+
+    def _limit(self, k: int) -> float:
+        """`limits()` of cached word k, computed for every word stored since the last call."""
+        have = len(self._limits)
+        if k >= have:
+            import numpy as np
+
+            cols = {name: np.frombuffer(self._columns[i], dtype=code)[have:]
+                    for i, (name, code) in enumerate(_COLUMNS.items()) if name in _BOUNDS}
+            self._limits.extend(limits(*(cols[name] for name in _BOUNDS), self.arithmetic).tolist())
+        return self._limits[k]
+
+    def _live_run(self, cols: dict, idx: list[int], events: dict, live: dict, end: float) -> LiveRun:
+        """`encode_live`'s columns from the numpy passes: the words' tokens with the events'
+        paths spliced in; inside an event word the scores before its tokens are not kept
+        (NaN: a reset may have happened inside) and its bound is -inf."""
+        import numpy as np
+
+        if idx:
+            self._limit(max(idx))
+        tokoff = cols["tokoff"]
+        before, added = live["before"], cols["added"].astype(np.float64)
+        bound = np.full(len(before), np.nan)
+        bound[tokoff[:-1]] = np.frombuffer(self._limits, dtype=np.float64)[np.asarray(idx, dtype=np.intp)]
+        for w in live["events"]:
+            lo, hi = tokoff[w], tokoff[w + 1]
+            before[lo + 1:hi], bound[lo] = np.nan, -np.inf
+        columns = [cols["tokens"], before, added, bound]
+        if events:
+            columns = _spliced(columns, tokoff, {w: _event_columns(path, before[tokoff[w]], self._path_scores(path))
+                                                 for w, path in events.items()})
+        return LiveRun(*columns, end)
 
     def _run_unshared(self, data: bytes) -> tuple[dict, dict, float] | None:
         """`_run` holding the cache; None (the caller runs `viterbi`) while another thread
@@ -273,7 +406,8 @@ class UnigramEncoder:
                 *lattice.bounds(self.arithmetic.mantissa))
 
     # ---- the chain of word-start scores ------------------------------------------------------
-    def _chain(self, words: list[bytes], cols: dict) -> tuple[dict, float]:
+    def _chain(self, words: list[bytes], cols: dict, start: float = 0.0,
+               live: dict | None = None) -> tuple[dict, float]:
         """Word-start scores in the reference's arithmetic, a window of words per numpy pass;
         the events' own paths by word number, and the end score. (Scores stay finite: in
         float32 a visited score is at most SCORE_RESET in magnitude after its reset, and
@@ -282,9 +416,12 @@ class UnigramEncoder:
 
         reset, dtype = self.arithmetic.reset, self.arithmetic.dtype
         events: dict = {}
-        b, w0, n_words, window = 0.0, 0, len(words), MIN_WINDOW
+        b, w0, n_words, window = start, 0, len(words), MIN_WINDOW
         tokoff = cols["tokoff"]
+        if live is not None:  # the score before each token, the events' word numbers
+            live["before"], live["events"] = np.full(tokoff[-1], np.nan), []
         while w0 < n_words:
+            pre = b
             if abs(b) > reset:
                 self.stats["reset"] += 1
                 b = 0.0
@@ -296,10 +433,16 @@ class UnigramEncoder:
                 np.cumsum(run, out=run)  # sequential sums in `dtype`: the reference's
             at = tokoff[w0:w1 + 1] - tokoff[w0]
             starts = run[at].astype(np.float64)                     # (w1 - w0 + 1,)
-            b, w0, window = self._events(words, cols, events, starts, w0, w1, window)
+            evented = live["events"] if live is not None else []
+            b, w, window = self._events(words, cols, events, starts, w0, w1, window, evented)
+            if live is not None and w > w0:
+                t0, t1 = tokoff[w0], tokoff[w]
+                live["before"][t0:t1] = run[:t1 - t0]
+                live["before"][t0] = pre
+            w0 = w
         return events, b
 
-    def _events(self, words, cols, events, starts, w0, w1, window):
+    def _events(self, words, cols, events, starts, w0, w1, window, evented):
         """Handle the words of [w0, w1) that fail a check, in order, while their `viterbi_from`
         end scores agree with the chain; (next start score, next word, next window)."""
         reset, tied, crossing = self._failures(starts[:-1], cols, w0, w1)
@@ -309,6 +452,7 @@ class UnigramEncoder:
                 return b, w, max(MIN_WINDOW, window // 2)
             kind = "long" if cols["margin"][w] < 0 else "margin" if tied[first] else "rebase"
             self.stats[kind] += 1
+            evented.append(w)
             path, end = self.arithmetic.viterbi_from(words[w], self.prefixes, self.scores,
                                                      self.unk_id, self.unk_score, b)
             cached = cols["tokoff"][w], cols["tokoff"][w + 1]
@@ -323,15 +467,10 @@ class UnigramEncoder:
         proven, a reset inside it is not ruled out); the first word's reset is done."""
         import numpy as np
 
-        arithmetic = self.arithmetic
         absb = np.abs(starts)
-        reach, n_max = cols["reach"][w0:w1], cols["n_max"][w0:w1]
-        bound = (absb + reach) * cols["grow"][w0:w1] * _UP + arithmetic.tiny  # R of the docstring
-        with np.errstate(over="ignore", invalid="ignore"):
-            delta = np.spacing(bound.astype(arithmetic.dtype)).astype(np.float64) / 2
-            tied = ~(cols["margin"][w0:w1] > delta)
-            crossing = ~((absb + reach + (n_max + 1) * delta) * _UP <= arithmetic.reset)
-        reset = absb > arithmetic.reset
+        tied, crossing = checks(absb, cols["margin"][w0:w1], cols["reach"][w0:w1], cols["n_max"][w0:w1],
+                                cols["grow"][w0:w1], self.arithmetic)
+        reset = absb > self.arithmetic.reset
         reset[0] = False
         return reset, tied, crossing
 
@@ -340,19 +479,53 @@ class UnigramEncoder:
         """The (n, 2) int64 tokens: the cached words' with the events' paths spliced in."""
         import numpy as np
 
-        tokens = cols["tokens"]
         if not events:
-            return tokens
-        tokoff, parts, done = cols["tokoff"], [], 0
-        for w in sorted(events):
-            parts += [tokens[done:tokoff[w]], np.array(events[w], dtype=np.int64).reshape(-1, 2)]
-            done = tokoff[w + 1]
-        return np.concatenate(parts + [tokens[done:]])
+            return cols["tokens"]
+        return _spliced([cols["tokens"]], cols["tokoff"],
+                        {w: [np.array(path, dtype=np.int64).reshape(-1, 2)] for w, path in events.items()})[0]
+
+
+class LiveRun(NamedTuple):
+    """`UnigramEncoder.encode_live`'s result: per token (id, byte length), the path score
+    before it as the reference reads it there (before a reset; NaN inside an event word),
+    the score it adds, and at a word's first token the `limits()` bound of its start score
+    (-inf: an event word, which viterbi_from segmented; NaN elsewhere); and the end score."""
+
+    tokens: "np.ndarray"   # (n, 2) int64
+    before: "np.ndarray"   # (n,) float64 holding values of the arithmetic's type
+    added: "np.ndarray"    # (n,) float64
+    bound: "np.ndarray"    # (n,) float64
+    end: float
+
+
+def _event_columns(path: list[tuple[int, int]], start: float, scores: list[float]) -> list:
+    """The `LiveRun` columns of an event word's path from its start score."""
+    import numpy as np
+
+    n = len(path)
+    before, added, bound = np.full(n, np.nan), np.array(scores, dtype=np.float64), np.full(n, np.nan)
+    before[0], bound[0] = start, -np.inf
+    return [np.array(path, dtype=np.int64).reshape(-1, 2), before, added, bound]
+
+
+def _spliced(columns: list, tokoff, parts: dict) -> list:
+    """Each column with the token rows of word w replaced by parts[w]'s (in column order)."""
+    import numpy as np
+
+    pieces: list[list] = [[] for _ in columns]
+    done = 0
+    for w in sorted(parts):
+        for piece, column, new in zip(pieces, columns, parts[w]):
+            piece += [column[done:tokoff[w]], new]
+        done = tokoff[w + 1]
+    return [np.concatenate(piece + [column[done:]]) for piece, column in zip(pieces, columns)]
 
 
 #: per-word columns (array typecodes): first token in `_added`, token count, then `bounds()`
 _COLUMNS = {"first": "q", "ntok": "q", "margin": "d", "reach": "d", "n_max": "d", "grow": "d",
             "aligned": "b"}
+#: the `bounds()` columns `limits()` takes, in its order
+_BOUNDS = ("margin", "reach", "n_max", "grow")
 
 
 def _pair_list(tokens) -> list[tuple[int, int]]:
@@ -363,6 +536,65 @@ def _pair_list(tokens) -> list[tuple[int, int]]:
         chunk = tokens[i:i + SLICE]
         out += zip(chunk[:, 0].tolist(), chunk[:, 1].tolist())
     return out
+
+
+def checks(absb, margin, reach, n_max, grow, arithmetic: Arithmetic):
+    """Per word from |its start score| (float64 arrays): (its comparisons are not proven, a
+    reset inside it is not ruled out): step 3 of the module docstring."""
+    import numpy as np
+
+    bound = (absb + reach) * grow * _UP + arithmetic.tiny  # R of the docstring
+    with np.errstate(over="ignore", invalid="ignore"):
+        delta = np.spacing(bound.astype(arithmetic.dtype)).astype(np.float64) / 2
+        tied = ~(margin > delta)
+        crossing = ~((absb + reach + (n_max + 1) * delta) * _UP <= arithmetic.reset)
+    return tied, crossing
+
+
+#: relative slack of `limits` over the few float64 roundings of `checks`
+_SLACK = 2.0 ** -45
+
+
+def limits(margin, reach, n_max, grow, arithmetic: Arithmetic):
+    """Per word (float64 arrays): a bound L with `checks` passing for every |start score| <= L
+    (-inf when none is proven). Live edits keep one number per word instead of four.
+
+    Both checks only tighten as |b| grows (every rounding is monotonic). The margin check
+    passes while the start's R rounds, in the arithmetic's type, below 2^K for the least K
+    with half an ulp at 2^(K-1) not below the margin; the crossing check, with delta at most
+    that half ulp and at most the one at |b| = reset (a larger |b| resets first), then bounds
+    |b| linearly. Each bound is shrunk by `_SLACK` for the float64 roundings.
+
+    >>> from forma_gui.core.unigram_fast import FLOAT32
+    >>> import numpy as np
+    >>> one = lambda *v: np.array(v, dtype=np.float64)
+    >>> bound = limits(one(0.01), one(3.0), one(2.0), one(1.0), FLOAT32)
+    >>> bool(99_990 < bound[0] < 100_000)  # the crossing decides: the margin allows 2^18 - 3
+    True
+    >>> [bool(c[0]) for c in checks(bound, one(0.01), one(3.0), one(2.0), one(1.0), FLOAT32)]
+    [False, False]
+    """
+    import numpy as np
+
+    p = arithmetic.mantissa
+    max_exp = 128 if arithmetic.dtype == "float32" else 1023
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        frac, exp = np.frexp(np.where(margin > 0, margin, 1.0))  # margin = frac * 2^exp
+        top = exp + p - (frac == 0.5)        # the largest e with 2^(e - p - 1) < margin
+        top = np.where(np.isinf(margin), max_exp, np.minimum(top + 1, max_exp)) - 1
+        below = np.ldexp(1.0 - 2.0 ** -(p + 2), top + 1)  # R under this rounds below 2^(top+1)
+        by_margin = (below - arithmetic.tiny) / (grow * _UP) * (1 - _SLACK) - reach * (1 + _SLACK)
+        reset = arithmetic.reset
+        if math.isinf(reset):
+            by_crossing = np.full_like(by_margin, np.inf)
+        else:
+            at_reset = (reset + reach) * grow * _UP + arithmetic.tiny
+            half_ulp = np.spacing(at_reset.astype(arithmetic.dtype)).astype(np.float64) / 2
+            delta = np.minimum(np.ldexp(1.0, top - p - 1), half_ulp)
+            by_crossing = (reset / _UP * (1 - _SLACK) - reach * (1 + _SLACK)
+                           - (n_max + 1) * delta * (1 + _SLACK))
+        bound = np.minimum(by_margin, by_crossing)
+    return np.where((margin > 0) & (bound >= 0), bound, -np.inf)
 
 
 class _Model:

@@ -317,3 +317,66 @@ def test_a_second_thread_does_not_wait_for_the_cache(botchan):
         assert enc.encode(data) == expected
         assert enc.stats["learned"] == 0 and enc.stats["fallback"] == 1
     assert enc.encode(data) == expected and enc.stats["learned"] > 0
+
+
+# ---- live edits: encode_live from any start score, and the one-number bounds ---------------
+
+def assert_live(enc: UnigramEncoder, data: bytes, start: float) -> None:
+    """`encode_live` from `start`: `viterbi_from`'s path and end score, and before each token
+    (unless NaN, inside a word viterbi_from segmented) the path score `viterbi_from` of the
+    bytes before it reaches; a bound only at word starts."""
+    run = enc.encode_live(data, start)
+    ref, ref_end = viterbi_from(data, enc.prefixes, enc.scores, enc.unk_id, enc.unk_score, start)
+    assert list(map(tuple, run.tokens.tolist())) == ref and bits(run.end) == bits(ref_end)
+    offset = 0
+    for k, (_, length) in enumerate(ref):
+        if not np.isnan(run.before[k]):
+            reached = viterbi_from(data[:offset], enc.prefixes, enc.scores, enc.unk_id, enc.unk_score, start)[1]
+            assert bits(run.before[k]) == bits(reached)
+        offset += length
+    assert len(run.bound) == len(ref) and (not ref or not np.isnan(run.bound[0]))
+
+
+START = st.sampled_from([0.0, f32(3.5), f32(-1234.5), f32(-99_990.0), f32(-100_001.0), f32(-3e6)])
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.dictionaries(st.text("ab\u2581é", min_size=1, max_size=4),
+                       st.sampled_from([-1.0, -2.0, -0.5, -(1 + 2.0 ** -8), 0.0, -7.25, -1e4, -3.3e4]),
+                       min_size=1, max_size=12),
+       st.lists(st.text("ab\u2581éq", max_size=6), max_size=120), START)
+def test_encode_live_from_any_start_score(pieces, words, start):
+    """Few words go word by word in Python, many through the numpy passes: both agree with
+    `viterbi_from` from the same start (resets at word starts and inside words included)."""
+    assert_live(make_encoder(pieces, -30.0), text_of(words), start)
+
+
+def test_encode_live_on_botchan(botchan):
+    tok, text = botchan
+    enc = botchan_encoder(tok)
+    data = tok.normalizer.normalize_offsets((text[:6000] + EXTRA).encode())[0]
+    for start in (0.0, f32(-99_950.0), f32(-2e5)):
+        assert_live(enc, data, start)
+    assert enc.stats["limit"] + enc.stats["margin"] + enc.stats["rebase"] > 0
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(st.floats(-40, 12), st.floats(-5, 17), st.integers(1, 400), st.sampled_from(["float32", "float64"]),
+       st.floats(0, 1))
+def test_limits_prove_the_checks(log_margin, log_reach, n_max, kind, fraction):
+    """`limits()` is conservative: every |start| up to it passes `checks`; and tight: a
+    little past it one of them fails (for float32, where the bound is finite)."""
+    arithmetic = uf.FLOAT32 if kind == "float32" else uf.float64_arithmetic(viterbi_from)
+    one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
+    margin, reach = one(2.0 ** log_margin), one(2.0 ** log_reach)
+    grow = one(1 / (1 - n_max * 2.0 ** -arithmetic.mantissa) * (1 + 2.0 ** -50))
+    bound = uf.limits(margin, reach, one(n_max), grow, arithmetic)[0]
+    if bound == -np.inf:
+        assert any(c[0] for c in uf.checks(one(0.0), margin, reach, one(n_max), grow, arithmetic)) or \
+            reach[0] > 9e4
+        return
+    tied, crossing = uf.checks(one(bound * fraction), margin, reach, one(n_max), grow, arithmetic)
+    assert not tied[0] and not crossing[0]
+    if kind == "float32":
+        tied, crossing = uf.checks(one(bound * 1.01 + 1e-30), margin, reach, one(n_max), grow, arithmetic)
+        assert tied[0] or crossing[0]
