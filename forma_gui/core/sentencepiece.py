@@ -1392,6 +1392,8 @@ class SentencePieceTokenizer(Tokenizer):
         tables["unknown_ids"] = indices_of(self.types, UNKNOWN) + [tables["proc_unk"]]
         tables["special_ids"] = tables["control_ids"] | frozenset(
             tables["unknown_ids"] + [self.model_unk, -1])
+        tables["is_control"] = _id_mask(tables["control_ids"], len(self.pieces))
+        tables["is_unknown"] = _id_mask(tables["unknown_ids"], len(self.pieces))
         if self.algorithm == "unigram":
             tables.update(self._unigram_tables(normal))
         elif self.algorithm == "bpe":
@@ -1544,11 +1546,20 @@ class SentencePieceTokenizer(Tokenizer):
         of unknown pieces becomes its first, spanning the run."""
         import numpy as np
 
-        tables = self.tables()
-        unk = np.isin(token, tables["unknown_ids"])                    # (n,)
-        control = np.isin(token, np.fromiter(tables["control_ids"], dtype=np.int64))
+        out_ids, first, last = self._populate_map(normalized, token, off)
+        control = self.tables()["is_control"][token]
         begin = bounds[:-1]
         end = np.where(control, begin, bounds[1:])
+        return out_ids, begin[first], end[last]
+
+    def _populate_map(self, normalized: bytes, token, off):
+        """(output ids, the first and the last model piece of each output token) of
+        `_populate_columns`: with byte fallback an unknown piece gives one token per byte
+        (first == last), else a run of unknown pieces gives one token (first < last)."""
+        import numpy as np
+
+        tables = self.tables()
+        unk = tables["is_unknown"][token]                               # (n,)
         if self.byte_fallback:
             counts = np.where(unk, off[1:] - off[:-1], 1)
             rep = np.repeat(np.arange(len(token)), counts)              # (out,) source token
@@ -1559,14 +1570,48 @@ class SentencePieceTokenizer(Tokenizer):
                 at = off[rep[hit]] + np.flatnonzero(hit) - first[rep[hit]]  # byte in `normalized`
                 raw = np.frombuffer(normalized, dtype=np.uint8)
                 out_ids[hit] = np.array(tables["byte_ids"], dtype=np.int64)[raw[at]]
-            return out_ids, begin[rep], end[rep]
+            return out_ids, rep, rep
         if not len(token):
-            return token, begin, end
+            return token, np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
         keep = np.ones(len(token), dtype=bool)                          # (n,) not an unknown after one
         keep[1:] = ~(unk[1:] & unk[:-1])
         kept = np.flatnonzero(keep)
         last = np.append(kept[1:], len(token)) - 1                      # the run each kept one ends
-        return token[kept], begin[kept], end[last]
+        return token[kept], kept, last
+
+    def _live_populated(self, normalized: bytes, run, bounds):
+        """(ids, begins, ends, before, added, count, bound, char) columns of the populated
+        tokens of a unigram `LiveRun` (`bounds`: the original byte offsets of its pieces'
+        edges): a token's path score before it, the score each of its `count` additions adds
+        (a run of unknown pieces adds the unknown score once per piece; a byte piece after
+        the first of an unknown piece adds nothing), its word's bound where a word starts
+        (-inf when a run of unknown pieces holds another word's start: it is not checked
+        alone), and the `UnknownTexts` code of the text an unknown piece or a run of them
+        stands for (-1 for the others): with the pieces' own texts and the byte pieces'
+        bytes, a word's normalized bytes, to segment it again (core.incremental)."""
+        import numpy as np
+
+        token = run.tokens[:, 0].copy()
+        off = np.zeros(len(token) + 1, dtype=np.int64)
+        np.cumsum(run.tokens[:, 1], out=off[1:])
+        ids, first, last = self._populate_map(normalized, token, off)
+        control = self.tables()["is_control"][token]
+        begins = bounds[:-1][first]
+        ends = np.where(control, bounds[:-1], bounds[1:])[last]
+        lead = np.ones(len(first), dtype=bool)                          # (out,) first of its piece
+        lead[1:] = first[1:] != first[:-1]
+        bound = np.where(lead, run.bound[first], np.nan)
+        runs = np.flatnonzero(last > first)
+        if len(runs):
+            bound[runs] = _run_bounds(run.bound, run.added, first, last)[runs]
+        count = (last - first + 1) * lead
+        char = np.full(len(ids), -1, dtype=np.int64)
+        if not self.byte_fallback:
+            unknown = self.unknown_texts()
+            for t in np.flatnonzero(self.tables()["is_unknown"][token[first]]).tolist():
+                char[t] = unknown.code(normalized[off[first[t]]:off[last[t] + 1]], int(count[t]))
+        return (ids, begins, ends, np.where(lead, run.before[first], np.nan),
+                np.where(lead, run.added[first], 0.0), count, bound, char)
 
     def _populate_one(self, out: list, token_id: int, begin: int, end: int, data: bytes,
                       prev_unk: bool, tables: dict) -> bool:
@@ -1822,7 +1867,7 @@ class SentencePieceTokenizer(Tokenizer):
             yield offset, chunk, token, len(raw)
             offset += len(raw)
 
-    def segment_columns(self, text: str, *, special: bool = False):
+    def segment_columns(self, text: str, *, special: bool = False, live: bool = False):
         """`segment(text, special=special)` as numpy columns (ids, starts, ends, flags: 1
         partial, 2 special), token for token, without a Token object per token; None when
         the spans need `tile_spans_reference` or an id is no piece.
@@ -1833,20 +1878,27 @@ class SentencePieceTokenizer(Tokenizer):
         """
         import numpy as np
 
-        parts: list[tuple] = []  # (ids, byte starts, byte ends) per piece
+        parts: list[tuple] = []  # (ids, byte starts, byte ends[, the LiveRun columns]) per piece
         special_at: list[int] = []  # token indices of the added tokens
         n = 0
         for offset, chunk, token, size in self._pieces(text, special):
             if token is None:
-                ids, begins, ends = self._span_columns(chunk)
-                part = (ids, begins + offset, ends + offset)
+                found = self._live_span_columns(chunk) if live else self._span_columns(chunk)
+                if found is None:
+                    return None
+                part = (found[0], found[1] + offset, found[2] + offset, *found[3:])
             else:
                 special_at.append(n)
                 part = tuple(np.array([v], dtype=np.int64) for v in (token.id, offset, offset + size))
+                if live:  # no path runs through an added token: each piece starts from 0
+                    part += (np.array([np.nan]), np.zeros(1), np.zeros(1, dtype=np.int64), np.array([np.nan]),
+                             np.full(1, -1, dtype=np.int64))
             parts.append(part)
             n += len(part[0])
-        none = np.zeros(0, dtype=np.int64)
-        ids, begins, ends = (np.concatenate([p[k] for p in parts]) if parts else none for k in range(3))
+        width = 8 if live else 3
+        ids, begins, ends, *extra = (np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)
+                                     for k in range(width))
+        ids, begins, ends = (c.astype(np.int64) for c in (ids, begins, ends))
         if len(ids) and (ids.min() < 0 or ids.max() >= len(self.pieces)):
             return None
         starts, ends = _char_columns(text, begins, ends)
@@ -1856,7 +1908,7 @@ class SentencePieceTokenizer(Tokenizer):
         first, last, partial = tiled
         flags = partial.astype(np.uint8)
         flags[special_at] |= 2
-        return ids.astype(np.int32), first.astype(np.int32), last.astype(np.int32), flags
+        return (ids.astype(np.int32), first.astype(np.int32), last.astype(np.int32), flags, *extra)
 
     def _span_columns(self, text: str):
         """`_encode_spans` as (ids, byte starts, byte ends) int64 arrays."""
@@ -1870,6 +1922,48 @@ class SentencePieceTokenizer(Tokenizer):
         np.cumsum(pairs[:, 1], out=off[1:])
         bounds = np.frombuffer(n2o, dtype=np.int64)[off]  # n2o is an array("q")
         return self._populate_columns(normalized, pairs[:, 0].copy(), off, bounds)
+
+    def _live_span_columns(self, text: str, score: float = 0.0, *, head: bool = True, tail: bool = True):
+        """`_span_columns` of a unigram model with the `_live_populated` columns, the text
+        normalized as a head and/or tail (see `fragment_spans`) and its path starting from
+        `score`; and the end score last. None when the model cannot give them."""
+        import numpy as np
+
+        normalized, n2o = self.normalizer.normalize_offsets(text.encode("utf-8", "surrogatepass"),
+                                                            head=head, tail=tail)
+        run = self.tables()["unigram"].encode_live(normalized, score)
+        if run is None:
+            return None
+        off = np.zeros(len(run.tokens) + 1, dtype=np.int64)
+        np.cumsum(run.tokens[:, 1], out=off[1:])
+        bounds = np.frombuffer(n2o, dtype=np.int64)[off] if len(n2o) else np.zeros(1, dtype=np.int64)
+        return (*self._live_populated(normalized, run, bounds), run.end)
+
+    def unknown_texts(self) -> "UnknownTexts":
+        """The codes of the texts unknown pieces stood for (`_live_populated`), built once."""
+        found = self.__dict__.get("_unknown_texts")
+        if found is None:
+            found = self._unknown_texts = UnknownTexts()
+        return found
+
+    def fragment_live(self, text: str, start: int, end: int, *, head: bool, tail: bool,
+                      score: float):
+        """`fragment_spans` of a unigram model whose path reaches ``text[start:end]`` with the
+        score `score`: (spans, (before, added, count, bound, char) lists per token, end score), or
+        None when the model cannot give them (see `UnigramEncoder.encode_live`)."""
+        part = text[start:end]
+        found = self._live_span_columns(part, score, head=head, tail=tail)
+        if found is None:
+            return None
+        ids, begins, ends, *extra, end_score = found
+        to_char = byte_to_char_offsets(part)
+        begins, ends = begins.tolist(), ends.tolist()
+        if to_char is None:
+            spans = [(i, start + b, start + e) for i, b, e in zip(ids.tolist(), begins, ends)]
+        else:
+            spans = [(i, start + to_char[b], start + _char_end(to_char, e))
+                     for i, b, e in zip(ids.tolist(), begins, ends)]
+        return spans, [c.tolist() for c in extra], end_score
 
     def _tokens(self, text: str, spans: list[tuple[int, int, int, bool]]) -> list[Token]:
         to_char = byte_to_char_offsets(text)
@@ -1923,6 +2017,83 @@ class SentencePieceTokenizer(Tokenizer):
             text = self.denormalizer.normalize(text.encode("utf-8", "surrogatepass"))[0].decode(
                 "utf-8", "surrogateescape")
         return text
+
+
+class UnknownTexts:
+    """Codes for the normalized texts that unknown pieces (one character each) stood for, so
+    that an int column keeps them: a character repeated `count` times is its code point, any
+    other text of `count` characters an index into a table (-2 - index), and bytes that are
+    not `count` characters of UTF-8 (or a full table) -1.
+
+    >>> texts = UnknownTexts()
+    >>> texts.code("東東".encode(), 2) == ord("東"), texts.code(b"+#-", 3), texts.code(bytes([255]), 1)
+    (True, -2, -1)
+    >>> texts.text(-2), texts.text(ord("x"))
+    ('+#-', 'x')
+    """
+
+    #: the most texts kept in the table
+    LIMIT = 1 << 20
+
+    def __init__(self) -> None:
+        self._texts: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def code(self, data: bytes, count: int) -> int:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return -1
+        if len(text) != count:
+            return -1
+        if text == text[0] * count:
+            return ord(text[0])
+        k = self._index.get(text)
+        if k is None:
+            if len(self._texts) >= self.LIMIT:
+                return -1
+            k = self._index[text] = len(self._texts)
+            self._texts.append(text)
+        return -2 - k
+
+    def text(self, code: int) -> str:
+        """The text of a code >= 0 (one character: the caller repeats it) or <= -2."""
+        return chr(code) if code >= 0 else self._texts[-2 - code]
+
+
+def _id_mask(ids, n_pieces: int):
+    """A bool lookup table over ids -1..n_pieces-1 (-1 is its last entry): a token column
+    indexes it (`np.isin`'s sort per call would cost more than the rest of a small region)."""
+    import numpy as np
+
+    mask = np.zeros(n_pieces + 1, dtype=bool)
+    mask[[i for i in ids if -1 <= i < n_pieces]] = True
+    return mask
+
+
+#: what one float32 addition may err by while |score| <= SCORE_RESET < 2^17 (half an ulp, doubled)
+_RUN_ULP = 2.0 ** -7
+
+
+def _run_bounds(bound, added, first, last):
+    """Per run of unknown pieces that populating merges into one token (pieces first..last,
+    a cover of all pieces in order): a bound on the path score before the run under which
+    every word starting inside it passes its own bound (each word's start is the run's start
+    plus the additions before it, each erring by at most `_RUN_ULP`); -inf when the run
+    starts inside a word and holds another word's start (no score is known to check it
+    from); NaN when it holds no word start."""
+    import numpy as np
+
+    marks = ~np.isnan(bound)
+    count = last - first + 1
+    start = np.repeat(first, count)                               # (n,) each piece's run start
+    part = np.concatenate([[0.0], np.cumsum(np.abs(added))])
+    grown = (part[:-1] - part[start]) * (1 + 2.0 ** -20) + (np.arange(len(bound)) - start) * _RUN_ULP
+    with np.errstate(invalid="ignore"):
+        adjusted = np.where(marks, bound - grown, np.inf)
+    least = np.minimum.reduceat(adjusted, first)
+    inner = np.add.reduceat(marks, first) - marks[first] > 0
+    return np.where(marks[first], least, np.where(inner, -np.inf, np.nan))
 
 
 def _char_columns(text: str, begins, ends):
