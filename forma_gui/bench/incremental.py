@@ -15,8 +15,9 @@ written as a BPE model; its ids are checked against our own from-scratch encode 
 text (sentencepiece differs from llama.cpp where the text holds "<", see tests/core/test_llama_spm.py);
 and Mistral's SentencePiece .model (BPE, byte fallback, user-defined pieces), against the
 `sentencepiece` library encoding the whole document with the same file; its ids are checked
-against our own from-scratch encode and the library's; botchan's unigram .model (21 edits, each
-re-encoding the whole text: unigram edits are not local), against the library; and the bert-bge GGUF (llama.cpp's
+against our own from-scratch encode and the library's; botchan's unigram .model (its region's
+path starts from the score before it, and the words after it are walked on, usually to the end:
+core.incremental), against the library; and the bert-bge GGUF (llama.cpp's
 WordPiece), with no peer (HF tokenizers' BERT normalizer strips accents and splits text unlike
 llama.cpp's WPM session, so it is no exact peer); its ids are checked against our own
 from-scratch encode, whose segment columns are timed for the note.
@@ -195,14 +196,13 @@ def _sentencepiece_model(doc: str, size: str) -> list[BenchResult]:
 
 
 def _sentencepiece_unigram(doc: str, size: str) -> list[BenchResult]:
-    """The same edits, fewer of them, with botchan's unigram .model: no local edits (the
-    Viterbi's float32 path scores run from the text's start), so each edit re-encodes the whole
-    text, as the Tokenize view's worker does, through the per-word cache of core.unigram_fast.
-    Against the `sentencepiece` library encoding the whole document; the final ids are checked
-    against the library's."""
+    """The same edits with botchan's unigram .model: the region around the edit starts from the
+    float32 path score before it, and the words after it are walked on until the scores meet
+    (usually the end: a numpy float32 sum per stretch between resets, the words that leave
+    their bound segmented again). Against the `sentencepiece` library encoding the whole
+    document; the final ids are checked against our from-scratch encode and the library's."""
     return _model_file_row(("sentencepiece", "botchan_en_unigram_1000.model"), doc,
-                           f"one-char edit in {size}, botchan unigram .model (whole text per edit)",
-                           n_edits=21)
+                           f"one-char edit in {size}, botchan unigram .model", own=True)
 
 
 def _model_file_row(parts: tuple[str, ...], doc: str, name: str, **live) -> list[BenchResult]:

@@ -114,10 +114,26 @@ normalizer and the model fall apart (`EditCuts`, a rule on the two characters al
   cluster takes in the rest of the text: the region's when no token follows it (text after a
   cut can be all blanks that the end drops), else the one before the region when the region
   gives no token, and that cluster ends at the region again once it does.
-* unigram models keep re-encoding in full (`reason`): the Viterbi search adds float32 path
-  scores from the start of the text, so a region's best path depends on all before it; so do
-  word and char models, models without an unknown piece, and charsmaps whose keys or outputs
-  are not whole UTF-8 characters.
+* unigram models (`UnigramEncoder` of core.unigram_fast) have the same cuts: no piece crosses
+  one, so the Viterbi search passes it, and the text after it depends on the text before it
+  only through the float32 path score there (sentencepiece adds path scores from the text's
+  start, resetting them to 0 past 1e5). The encoder keeps, per token, the path score before
+  it, the score it adds (and how many times: a merged run of unknown pieces), and at the first
+  token of each word checked alone its `limits()` bound, -inf for a word viterbi_from
+  segmented (`encode_live`, `_live_populated`). A region starts from the score before it and
+  ends where a word's check starts (`_word_start`). When its end score differs from the one
+  kept there, `_walk` carries the new scores on: a word whose start score stays within its
+  bound keeps its tokens, and float32 sums over its tokens' scores (numpy, sequential) give
+  the next word's start; any other word is segmented again from its tokens' bytes
+  (`_word_again`: pieces' texts, the texts unknown pieces stood for, byte pieces' bytes) and
+  goes on when its tokens stay, else is re-encoded from the text between the cuts around it.
+  The walk stops where a word's new start score, after the reset, is the one kept there (all
+  after it is then the old text's), at a special token or at the end. It usually runs to the
+  end: the old and new scores differ by about the edit's own score, and they only meet again
+  where both reset at the same word start.
+* word and char models re-encode in full (`reason`); so do models without an unknown piece,
+  charsmaps whose keys or outputs are not whole UTF-8 characters, and unigram scores that only
+  the whole-text Viterbi handles.
 
 llama.cpp's WordPiece (GGUF ``bert`` vocabularies, `WordPieceTokenizer`) has neither merges
 nor a normalizer run over the text; its cuts come from `preprocess` (`WordPieceTokenizer.edit_cuts`,
@@ -149,8 +165,8 @@ Where the shortcut is not provably right the encoder re-encodes everything (`ful
 counts it), so the result is always exact:
 
 * always (`reason` says why): tokenizers other than ByteLevelBPETokenizer, LlamaBPETokenizer,
-  LlamaSPMTokenizer, WordPieceTokenizer and SentencePiece BPE .model files (their unigram ones,
-  llama.cpp's unigram), a regex
+  LlamaSPMTokenizer, WordPieceTokenizer and SentencePiece BPE and unigram .model files
+  (llama.cpp's unigram), a regex
   outside VERIFIED (custom ones, several Split stages, llama.cpp regex stages without a
   one-regex form); with special=True, added tokens with lstrip/rstrip/single_word/normalized
   flags, or add_prefix_space; for llama.cpp, partition tokens with the LSTRIP/RSTRIP
@@ -175,6 +191,7 @@ llama.cpp's SentencePiece BPE, the prepended spaces included).
 """
 from __future__ import annotations
 
+import math
 import unicodedata
 import weakref
 from array import array
@@ -185,6 +202,7 @@ import regex
 
 from forma_gui.core import patterns as pats
 from forma_gui.core.segment import token_lengths
+from forma_gui.core.sentencepiece import SCORE_RESET as RESET
 from forma_gui.core.tokenizer import Token
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -231,6 +249,12 @@ CUT_WINDOW = 64
 #: an edit: a longer run without one (100k CJK characters with no punctuation, 200k digits,
 #: a screen of spaces) is re-encoded in full by the caller's worker, not in place
 LOCAL_LIMIT = 20_000
+#: a unigram edit's walk: tokens summed per numpy pass at first, doubled after a pass that
+#: did not stop (nor word starts) up to the most
+WALK_WINDOW, STOP_WINDOW, MAX_WALK_WINDOW = 1024, 1 << 12, 1 << 17
+#: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
+#: tokens' bytes: `_word_again`) before the edit goes to the worker
+WALK_REGIONS, WALK_WORDS = 64, 1024
 _SURROGATE = regex.compile("[\ud800-\udfff]")
 _ASCII = regex.compile("[\x00-\x7f]")
 _ASCII_BACKWARD = regex.compile("[\x00-\x7f]", regex.REVERSE)
@@ -359,6 +383,11 @@ class IncrementalEncoder:
         self._columns = _is_spm(tokenizer) or sentencepiece or wordpiece
         self._spm = _is_spm(tokenizer) and not self.reason
         self._sp = sentencepiece and not self.reason
+        # a SentencePiece unigram .model: regions start from the path score before them, and
+        # the tokens after a region are re-checked until the path scores meet again (`_walk`)
+        self._ug = self._sp and getattr(tokenizer, "algorithm", "") == "unigram"
+        self._before, self._adds, self._count, self._bound = array("d"), array("d"), array("i"), array("d")
+        self._char = array("i")  # an unknown piece's text (`_live_populated`: `UnknownTexts`), else -1
         self._wp = wordpiece and not self.reason
         # the tokenizer's cut rule on two adjacent characters (edit_cuts)
         self._is_cut = tokenizer.edit_cuts() if self._spm or self._sp or self._wp else None
@@ -446,6 +475,8 @@ class IncrementalEncoder:
         Token per token); they tile the text, as every local region's do (see _spm_reason)."""
         from forma_gui.core.segment import segment_columns
 
+        if self._ug and self._set_live_columns(text):
+            return
         columns = segment_columns(self.tokenizer, text, self.special)
         if columns is None:  # spans that need tile_spans_reference
             tokens = self.tokenizer.segment(text, special=self.special)
@@ -458,6 +489,26 @@ class IncrementalEncoder:
             self.ids, self.starts, self.ends, self.flags = columns.ids, columns.starts, columns.ends, columns.flags
             self.nbytes = columns.nbytes
         self._aligned = True
+
+    def _set_live_columns(self, text: str) -> bool:
+        """`_set_columns` for a unigram .model, with the path score before each token, the
+        score it adds, its count of additions and its word's bound (`UnigramEncoder.encode_live`);
+        False (and no path scores: edits then re-encode in full) when the model cannot."""
+        from forma_gui.core.segment import _int_array, token_lengths
+
+        found = self.tokenizer.segment_columns(text, special=self.special, live=True)
+        self._chain_ok = found is not None
+        if found is None:
+            return False
+        ids, starts, ends, flags, before, adds, count, bound, char = found
+        self.ids, self.starts, self.ends = _int_array(ids), _int_array(starts), _int_array(ends)
+        self.flags = bytearray(flags.tobytes())
+        self.nbytes = int(token_lengths(self.tokenizer, ids).sum()) if len(ids) else 0
+        self._before, self._adds, self._bound = (array("d", c.astype("float64").tobytes())
+                                                 for c in (before, adds, bound))
+        self._count, self._char = _int_array(count), _int_array(char)
+        self._aligned = True
+        return True
 
     def _set_spans(self, text: str, inner: str, ids: list[int]) -> None:
         """starts/ends/flags for the whole text: vectorized when token bytes are the text's bytes."""
@@ -517,8 +568,8 @@ class IncrementalEncoder:
         if self.reason:
             return False
         if self._spm or self._sp or self._wp:  # lone surrogates are characters like any other
-            return True  # (never beside a .model file's cut, dropped by WordPiece); the normalizer
-                         # (.model) or preprocess (WordPiece) is re-run on the region
+            return not self._ug or self._chain_ok  # (never beside a .model file's cut, dropped by
+            # WordPiece); the normalizer (.model) or preprocess (WordPiece) is re-run on the region
         if not self._clean or self._surrogates or not self._aligned:
             return False
         if start == 0 and self._prefix_space:
@@ -550,9 +601,15 @@ class IncrementalEncoder:
             u0, u1, seg_lo, seg_hi, matches = self._rescan_matches(e, removed, added)
         lo, hi = (seg_lo, seg_hi) if limit is None else (max(seg_lo, u0 - limit), min(seg_hi, u1 + limit))
         r = self._cut_before(u0, lo)
+        while self._ug and r > lo and math.isnan(self._score_at(r)):
+            r = self._cut_before(r, lo)  # inside a word viterbi_from segmented: no score kept there
         q, q_is_cut = self._cut_after(u1, hi)
+        while self._ug and q_is_cut and not self._word_start(q - delta):
+            q, q_is_cut = self._cut_after(q, hi)  # a unigram region ends where a word's check starts
         if (r == lo > seg_lo) or (q == hi < seg_hi and not q_is_cut):
             return False  # no cut within the limit: the region would be a long run
+        if self._ug:
+            return self._retokenize_unigram(r, r != seg_lo, q, q_is_cut, matches, delta, limit)
         if self._sp or self._wp:
             return self._retokenize_with_gaps(r, r != seg_lo, q, q_is_cut, matches, delta)
         if self._spm:
@@ -634,7 +691,9 @@ class IncrementalEncoder:
             end = self._m_ends[k]
             matches = [*matches, (q, end, self._added[1][self._blocks.slice(q, end)])]
             q = end
-        encode = self._wordpiece_part if self._wp else self._sentencepiece_part
+        encode = (self._unigram_part if self._ug else self._wordpiece_part if self._wp
+                  else self._sentencepiece_part)
+        self._part_extra: list = []
         spans = self._piece_spans(r, r_is_cut, q, q_is_cut, matches, encode)
         if spans is None:
             return False
@@ -644,9 +703,243 @@ class IncrementalEncoder:
         if not spans and not at_end:
             return False  # not expected: a cut or a special token always brings a token
         new = _tiled_with_gaps(spans, (len(self._blocks) if at_end else q) - r, r, at_end)
-        self._splice(r, q_old, new, delta)
+        self._splice(r, q_old, new, delta, self._live_extra(spans) if self._ug else None)
         self._retile_before(self.last_splice.first, r if spans else len(self._blocks))
         return True
+
+    # ---- unigram .model files: path scores -------------------------------------------------
+    def _retokenize_unigram(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
+                            matches: list[tuple[int, int, int]], delta: int, limit: int | None) -> bool:
+        """`_retokenize_with_gaps` for a unigram .model: the region's path starts from the
+        score before the token at r, and when it reaches the cut q with another score than
+        before, `_walk` carries the new scores on through the unchanged tokens."""
+        self._part_score = self._score_at(r) if r_is_cut else 0.0
+        self._part_end = None
+        if not self._retokenize_with_gaps(r, r_is_cut, q, q_is_cut, matches, delta):
+            return False
+        if self._part_end is None or self._part_end[0] != q - r or not q_is_cut:
+            return True  # the region's last piece ends at a special token or the text's end
+        k = self.last_splice.first + self.last_splice.added
+        return self._walk(k, self._part_end[1], q, limit)
+
+    def _word_start(self, q: int) -> bool:
+        """Whether a word's check starts at q (inner coordinates of the tokens), or no token
+        does: a region must not end inside the words its tokens were checked as (the bound
+        of the word before would not cover the rest of one)."""
+        t = bisect_left(self.starts, q - self._offset)
+        return t >= len(self.ids) or not math.isnan(self._bound[t])
+
+    def _score_at(self, r: int) -> float:
+        """The path score before the token that starts at r (inner coordinates); NaN when no
+        token starts there (blanks that the text's end drops) or none was kept (a word
+        viterbi_from segmented)."""
+        t = bisect_left(self.starts, r - self._offset)
+        return self._before[t] if t < len(self.ids) and self.starts[t] == r - self._offset else math.nan
+
+    def _unigram_part(self, text: str, start: int, end: int, head: bool,
+                      tail: bool) -> list[tuple[int, int, int]] | None:
+        """`_sentencepiece_part` through `fragment_live`: a piece from the cut r starts from the
+        path score `_part_score`, a head from 0; the per-token scores go to `_part_extra` and
+        the piece's end (its offset in the region's text, its end score) to `_part_end`."""
+        found = self.tokenizer.fragment_live(text, start, end, head=head, tail=tail,
+                                             score=0.0 if head else self._part_score)
+        if found is None:
+            return None
+        part, extra, end_score = found
+        if not head and (part[0][1] != start if part else not tail):
+            return None
+        self._part_extra.append(extra)
+        self._part_end = (end, end_score)
+        return part
+
+    def _live_extra(self, spans: list[tuple[int, int, int, int]]) -> tuple[list, ...]:
+        """The per-token score columns of a region's spans: the pieces' (`_part_extra`, in
+        order), an added token's none (no path runs through it)."""
+        parts, self._part_extra = iter(self._part_extra), []
+        columns: tuple[list, ...] = ([], [], [], [], [])
+        pending: list = []
+        for _, _, _, flag in spans:
+            if flag & SPECIAL:
+                for column, value in zip(columns, (math.nan, 0.0, 0, math.nan, -1)):
+                    column.append(value)
+                continue
+            while not pending:  # (a piece may give no token: blanks its end drops)
+                pending = list(zip(*next(parts)))[::-1]
+            for column, value in zip(columns, pending.pop()):
+                column.append(value)
+        return columns
+
+    def _walk(self, k: int, b: float, cut: int, limit: int | None) -> bool:
+        """Carry the path score b before token k (at the cut `cut`, inner coordinates) on
+        through the tokens after a re-encoded region, until it agrees with the score they were
+        encoded with (from there on nothing differs), a special token or the text's end.
+
+        A word whose start score stays within its bound keeps its tokens (`limits()`), and
+        the scores are summed over them a window at a time; any other word (a bound of -inf:
+        viterbi_from segmented it; or no bound: the walk starts inside a word) is re-encoded
+        from the last cut before it to the first cut after it where a word starts. False to
+        fall back (with a limit: more words re-encoded than `WALK_REGIONS` or `WALK_WORDS`)."""
+        import numpy as np
+
+        merged, regions = self.last_splice, 0
+        self._window, self._resegmented = WALK_WINDOW, 0
+        while True:
+            n = len(self.ids)
+            if k >= n or self.flags[k] & SPECIAL:
+                break
+            old = self._before[k]
+            self._before[k] = b
+            if _rebased(b) == _rebased(old):
+                break  # the same score after the reset: the rest is the old text's
+            bound = self._bound[k]
+            if abs(_rebased(b)) <= bound:  # (False for NaN)
+                k, b = self._sum_words(k, _rebased(b))
+                if limit is not None and self._resegmented > WALK_WORDS:
+                    return False
+                continue
+            regions += 1
+            if limit is not None and regions > WALK_REGIONS:
+                return False
+            self.last_splice = merged
+            found = self._reencode_word(k, cut, limit)
+            if found is None:
+                return False
+            k, b, cut = found
+            merged = _merged(merged, self.last_splice)
+            if b is None:
+                break
+        self.last_splice = merged
+        return True
+
+    def _sum_words(self, k: int, b: float) -> tuple[int, float]:
+        """From word k's start score b (after the reset) on: the scores before the tokens of
+        the words that keep their tokens, up to (token, score before it) of the first word
+        whose score meets its old one or that must be re-encoded (`_word_again`), a special
+        token or the end. The scores are one float32 sum over the window (sequential, as the
+        reference adds); a word that leaves its bound but keeps its tokens and end score when
+        segmented again alone does not stop it."""
+        import numpy as np
+
+        n, window = len(self.ids), self._window
+        while True:  # up to a special token, the end, or the window's last word start
+            hi = min(n, k + window)
+            marks = np.flatnonzero(~np.isnan(np.frombuffer(self._bound, dtype=np.float64)[k + 1:hi])) + k + 1
+            special = np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)[k + 1:hi] & SPECIAL) \
+                if self._added is not None else marks[:0]
+            end = int(special[0]) + k + 1 if len(special) else n if hi == n else \
+                int(marks[-1]) if len(marks) else None
+            if end is not None:
+                break
+            window *= 2  # no word starts in the window
+        count = np.frombuffer(self._count, dtype=np.int32)[k:end]
+        adds = np.frombuffer(self._adds, dtype=np.float64)[k:end]
+        at = np.zeros(end - k + 1, dtype=np.intp)
+        np.cumsum(count, out=at[1:])
+        run = np.empty(int(at[-1]) + 1, dtype=np.float32)
+        run[0] = b
+        run[1:] = np.repeat(adds, count) if int(at[-1]) != end - k else adds
+        np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
+        scores = run[at].astype(np.float64)                      # (end - k + 1,) before each token
+        old = np.frombuffer(self._before, dtype=np.float64)
+        marks = marks[marks < end]
+        new_m = scores[marks - k]
+        old_m = old[marks]
+        with np.errstate(invalid="ignore"):
+            meets = np.where(np.abs(new_m) > RESET, 0.0, new_m) == np.where(np.abs(old_m) > RESET, 0.0, old_m)
+            leaves = ~(np.abs(new_m) <= np.frombuffer(self._bound, dtype=np.float64)[marks])
+        last = end
+        nexts = np.append(marks[1:], end)
+        for j in np.flatnonzero(meets | leaves).tolist():
+            m = int(marks[j])
+            found = None if meets[j] else self._word_again(m, int(nexts[j]), float(scores[m - k]))
+            if found is None:
+                last = m
+                break
+            if found != scores[nexts[j] - k]:  # the same tokens, and a reset inside
+                last = int(nexts[j])
+                scores[last - k] = found
+                scores[m + 1 - k:last - k] = np.nan
+                break
+        # the next pass sums twice as many tokens; after a stop (a reset: about every 1e5 /
+        # |score| tokens) at most `STOP_WINDOW`
+        self._window = min(STOP_WINDOW, window) if last < end else min(MAX_WALK_WINDOW, 2 * window)
+        defined = ~np.isnan(old[k + 1:last])  # NaN: a byte piece after an unknown one's first, or
+        old[k + 1:last] = np.where(defined, scores[1:last - k], np.nan)  # inside an event word
+        del old
+        return last, float(scores[last - k])
+
+    def _word_again(self, m: int, m_next: int, b: float) -> float | None:
+        """The end score `viterbi_from` gives the normalized bytes of tokens m..m_next (from a
+        word start to the next) from the score b, when its path is those tokens (the walk goes
+        on past them); else None. The bytes are the pieces' own, the text an unknown piece or a
+        run of them stood for (`_char`, `UnknownTexts`) or, with byte fallback, its byte
+        pieces' bytes."""
+        self._resegmented += 1
+        tables = self.tokenizer.tables()
+        unigram = tables["unigram"]
+        spelled, byte_of = unigram.spelled(), self._byte_values(tables)
+        unknown = self.tokenizer.unknown_texts()
+        parts, pairs = [], []
+        for t in range(m, m_next):
+            i, c = self.ids[t], self._count[t]
+            key = spelled.get(i)
+            if c == 0 and i in byte_of:          # a byte piece after an unknown piece's first
+                parts.append(byte_of[i])
+            elif self._char[t] != -1:            # c unknown pieces, one character each
+                text = unknown.text(self._char[t])
+                parts.append((text * c if self._char[t] >= 0 else text).encode("utf-8", "surrogatepass"))
+                pairs += [i] * c
+            elif c != 1:
+                return None
+            elif key is not None:
+                parts.append(key)
+                pairs.append(i)
+            elif i in byte_of:                   # an unknown piece's first byte piece
+                parts.append(byte_of[i])
+                pairs.append(unigram.unk_id)
+            else:
+                return None
+        path, found_end = unigram.resegment(b"".join(parts), b)
+        return found_end if [i for i, _ in path] == pairs else None
+
+    def _byte_values(self, tables: dict) -> dict[int, bytes]:
+        """Byte piece id -> its byte (byte fallback's pieces), built once."""
+        found = self.__dict__.get("_byte_map")
+        if found is None:
+            byte_ids = tables.get("byte_ids") or []
+            found = self._byte_map = {i: bytes([b]) for b, i in enumerate(byte_ids)
+                                      if i is not None and i >= 0 and self.tokenizer.piece(i).startswith("<0x")}
+        return found
+
+    def _reencode_word(self, k: int, cut: int, limit: int | None):
+        """Re-encode from the last cut at or before token k (not before `cut`, where the new
+        scores are known) to the first cut after it where a word starts (or the special token
+        or the text's end before that): (token after the region, score before it or None when
+        none continues, that cut); None to fall back."""
+        off = self._offset
+        s_k = self.starts[k] + off
+        r = self._cut_before(s_k + 1, cut)
+        while r > cut and math.isnan(self._score_at(r)):  # inside a word viterbi_from segmented
+            r = self._cut_before(r, cut)
+        seg_hi = len(self._blocks)
+        if self._added is not None:
+            j = bisect_right(self._m_starts, s_k)
+            seg_hi = self._m_starts[j] if j < len(self._m_starts) else seg_hi
+        hi = seg_hi if limit is None else min(seg_hi, s_k + limit)
+        q, q_is_cut = self._cut_after(s_k, hi)
+        while q_is_cut and not self._word_start(q):
+            q, q_is_cut = self._cut_after(q, hi)
+        if q == hi < seg_hi:
+            return None  # no cut within the limit
+        self._part_score = self._score_at(r)
+        self._part_end = None
+        if math.isnan(self._part_score) or not self._retokenize_with_gaps(r, True, q, q_is_cut, [], 0):
+            return None
+        splice = self.last_splice
+        after = splice.first + splice.added
+        if self._part_end is None or self._part_end[0] != q - r or not q_is_cut:
+            return after, None, q
+        return after, self._part_end[1], q
 
     def _piece_spans(self, r: int, r_is_cut: bool, q: int, q_is_cut: bool,
                      matches: list[tuple[int, int, int]], encode) -> list[tuple[int, int, int, int]] | None:
@@ -711,8 +1004,9 @@ class IncrementalEncoder:
         encode = self.tokenizer.encode_pretoken
         return [i for piece in pieces for i in encode(piece)]
 
-    def _splice(self, r: int, q_old: int, new, delta: int) -> None:
-        """Replace the tokens of old text[r:q_old] (inner coordinates) by `new`; shift the rest."""
+    def _splice(self, r: int, q_old: int, new, delta: int, extra=None) -> None:
+        """Replace the tokens of old text[r:q_old] (inner coordinates) by `new` (and a unigram
+        model's score columns by `extra`); shift the rest."""
         import numpy as np
 
         ids, starts, ends, flags = new
@@ -726,6 +1020,11 @@ class IncrementalEncoder:
         self.starts[i0:j0] = array("i", starts)
         self.ends[i0:j0] = array("i", ends)
         self.flags[i0:j0] = flags
+        if extra is not None:
+            before, adds, count, bound, char = extra
+            self._before[i0:j0], self._adds[i0:j0] = array("d", before), array("d", adds)
+            self._count[i0:j0], self._bound[i0:j0] = array("i", count), array("d", bound)
+            self._char[i0:j0] = array("i", char)
         tail = i0 + len(ids)
         if delta and tail < len(self.ids):
             for column in (self.starts, self.ends):
@@ -973,6 +1272,28 @@ def _added_matcher(matched: tuple[tuple[str, int], ...]) -> tuple[regex.Pattern,
     ordered = sorted(by_text, key=len, reverse=True)
     pattern = regex.compile("|".join(map(regex.escape, ordered)) or r"(?!)")
     return pattern, by_text, max(map(len, ordered), default=0)
+
+
+def _rebased(score: float) -> float:
+    """A unigram path score as the reference goes on from it: 0 past its reset threshold."""
+    return 0.0 if abs(score) > RESET else score
+
+
+def _merged(a: Splice, b: Splice) -> Splice:
+    """One Splice for `a` followed by `b` (whose indices are those after `a`).
+
+    >>> _merged(Splice(2, 1, 3), Splice(10, 2, 2))
+    Splice(first=2, removed=8, added=10)
+    >>> _merged(Splice(5, 2, 2), Splice(1, 1, 2))
+    Splice(first=1, removed=6, added=7)
+    """
+    a_end = a.first + a.added
+    if a_end > b.first:  # through b
+        a_end = a_end + b.added - b.removed if a_end >= b.first + b.removed else b.first + b.added
+    first = min(a.first, b.first)
+    end = max(a_end, b.first + b.added)
+    net = a.added - a.removed + b.added - b.removed
+    return Splice(first, end - first - net, end - first)
 
 
 def _moved_end(t: int, e: int, removed: int, added: int) -> int:

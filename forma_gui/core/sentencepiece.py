@@ -1782,12 +1782,14 @@ class SentencePieceTokenizer(Tokenizer):
     # ---- cuts, for core.incremental (edits re-encode the text between two of them) -------
     def edit_reason(self) -> str:
         """Why an edit must re-encode the whole text ("" when the text between two
-        `edit_cuts` around it suffices): only BPE models qualify, and only when the
-        normalizer's steps are whole characters."""
+        `edit_cuts` around it suffices): BPE and unigram models qualify, and only when the
+        normalizer's steps are whole characters. A unigram model's region starts from the
+        path score before it (core.incremental carries the new scores on after it)."""
         if self.algorithm == "unigram":
-            return ("SentencePiece unigram: the Viterbi search adds float32 path scores from the "
-                    "start of the text, so the best path through a region depends on all before it")
-        if self.algorithm != "bpe":
+            if self.tables()["unigram"].live() is None:
+                return ("SentencePiece unigram with scores or pieces only the whole-text Viterbi "
+                        "handles (core.unigram_fast)")
+        elif self.algorithm != "bpe":
             return f"SentencePiece {self.algorithm} models are re-encoded in full"
         if self.model_unk < 0:
             return "no unknown piece (unknown characters get no id)"

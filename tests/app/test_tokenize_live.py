@@ -111,9 +111,10 @@ def test_special_toggle_and_new_tokenizer_start_afresh(qtbot, view, gpt2):
     assert view._live is not None and view._live.tokenizer is spm and view._live.special
     assert list(view.tokens.ids) == spm.encode(view.mirror.text, special=True)
     unigram = load_tokenizer(data_file("sentencepiece", "botchan_en_unigram_1000.model"))
-    view.session.set_tokenizer(unigram)  # no local re-encoding for SentencePiece unigram: the old path
+    view.session.set_tokenizer(unigram)  # SentencePiece unigram edits locally too (its path scores kept)
     qtbot.waitUntil(lambda: view.tokenizer is unigram, timeout=10_000)
-    assert view._live is None and list(view.tokens.ids) == unigram.encode(view.mirror.text, special=True)
+    assert view._live is not None and view._live.tokenizer is unigram
+    assert list(view.tokens.ids) == unigram.encode(view.mirror.text, special=True)
 
 
 #: the GGUF files of the live-encoder test: two one-stage pre-tokenizers, and SmolLM2's two
@@ -167,11 +168,13 @@ def test_sentencepiece_model_typing_goes_through_the_live_encoder(qtbot, view, m
                                         "[INST]  x [/INST]", live=True)
 
 
-def test_sentencepiece_unigram_typing_re_segments_through_columns(qtbot, view, monkeypatch):
-    """A unigram .model has no live encoder (its Viterbi scores run from the text's start):
-    each edit re-segments the whole text through segment_columns, never segment()."""
+def test_sentencepiece_unigram_typing_goes_through_the_live_encoder(qtbot, view, monkeypatch):
+    """A unigram .model follows typing with the live encoder too (core.incremental: the region
+    starts from the path score before it, the words after it are walked until the scores
+    meet), built from segment_columns(live=True), never segment()."""
     tok = load_tokenizer(data_file("sentencepiece", "botchan_en_unigram_1000.model"))
-    _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  <s>x\t</s>", "<s>  x </s>")
+    _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, "  <s>x\t</s>", "<s>  x </s>",
+                                        live=True)
 
 
 def _typing_re_segments_through_columns(qtbot, view, monkeypatch, tok, head: str,

@@ -187,10 +187,16 @@ def test_surrogates_fall_back_and_recover(gpt2):
     assert enc.full_encodes == before  # surrogate-free again: local
 
 
-def test_other_tokenizers_re_encode_in_full():
-    tok = load_tokenizer(data_file("sentencepiece", "botchan_en_unigram_1000.model"))
+def test_other_tokenizers_re_encode_in_full(tmp_path):
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    model = pb.ModelProto()
+    model.ParseFromString(data_file("sentencepiece", "botchan_en_unigram_1000.model").read_bytes())
+    model.trainer_spec.model_type = pb.TrainerSpec.CHAR
+    (tmp_path / "char.model").write_bytes(model.SerializeToString())
+    tok = load_tokenizer(tmp_path / "char.model")
     enc = inc.IncrementalEncoder(tok, "Hello world")
-    assert not enc.incremental and "SentencePiece unigram" in enc.reason
+    assert not enc.incremental and "SentencePiece char" in enc.reason
     enc.apply_edit(5, 0, ", there")
     assert list(enc.ids) == tok.encode("Hello, there world") and enc.full_encodes == 1
 

@@ -1,7 +1,7 @@
 """Incremental re-encoding for SentencePiece .model files (`SentencePieceTokenizer`): after every
 edit the ids equal a from-scratch `encode` and the `sentencepiece` library's, and the tokens equal
-`segment`; BPE models re-encode only between two cuts around the edit (`EditCuts`), unigram
-models keep re-encoding in full, with a reason."""
+`segment`; BPE models re-encode only between two cuts around the edit (`EditCuts`) (unigram
+models: tests/core/test_incremental_unigram.py)."""
 from __future__ import annotations
 
 import functools
@@ -70,21 +70,6 @@ def test_bpe_models_edit_locally_but_are_never_sliced(name, special):
     assert inc.local_edits(tok, special) and not inc.supports_edits(tok, special)
     enc = inc.IncrementalEncoder(tok, "x", special=special)
     assert enc.incremental and enc.reason == ""
-
-
-@pytest.mark.parametrize("special", [False, True])
-def test_unigram_keeps_re_encoding_in_full_with_a_reason(special):
-    """The Viterbi search's float32 path scores run from the text's start: no local region."""
-    tok = _model(BOTCHAN_UNIGRAM)
-    text = "Hello world. <s>It was a fine day."
-    enc = inc.IncrementalEncoder(tok, text, special=special)
-    assert not enc.incremental and "unigram" in enc.reason and "float32" in enc.reason
-    assert not inc.local_edits(tok, special)
-    for k, (start, removed, inserted) in enumerate([(5, 0, ","), (0, 0, "  "), (len(text), 0, " ｆｕｌｌ </s>")]):
-        enc.apply_edit(start, removed, inserted)
-        text = text[:start] + inserted + text[start + removed:]
-        _check(enc, tok, text, _library(BOTCHAN_UNIGRAM))
-        assert enc.full_encodes == k + 1
 
 
 # ---- incremental == from scratch -----------------------------------------------------------

@@ -1,0 +1,181 @@
+"""Live edits with SentencePiece unigram .model files: after every edit the ids equal a
+from-scratch `encode` and the `sentencepiece` library's, the tokens equal `segment`, and the
+path score kept before each token is the one a fresh encode keeps (where both keep one).
+
+The region between two cuts around an edit starts from the path score before it; the tokens
+after it are walked (`IncrementalEncoder._walk`) until the path scores meet again. The
+variants make each part of the walk run often: scores scaled so that the score reset (at
+1e5) falls every few words, inside words and at word starts; tied scores (exact ties that
+float32 rounding decides, words `viterbi_from` segments again from their tokens' bytes);
+byte fallback (an unknown piece's bytes come from its byte pieces); runs of unknown
+characters merged into one <unk> (their text comes from `UnknownTexts`), and long CJK runs
+cut into one-character words inside such a run.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import random
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+from hypothesis import given, strategies as st
+from sentencepiece import sentencepiece_model_pb2 as pb
+
+from forma_gui.core import incremental as inc
+from forma_gui.formats.sentencepiece_model import load_sentencepiece
+from tests.conftest import data_file
+from tests.core.incremental_checks import EDIT_SETTINGS, check, random_edits
+from tests.core.test_incremental_sentencepiece import LINE, PIECES, _byte_fallback, _identity, _spaces_kept, \
+    _suffix, _unescaped, _unused, _user
+
+UNIGRAM = "botchan_en_unigram_1000.model"
+#: what a unigram walk meets: exact ties ("---": "-" + "--" or "--" + "-"), characters the model
+#: lacks (one <unk>, runs of them, a long CJK run cut into one-character words), code
+ALPHABET = PIECES + ["---", "-------", "+", "+---+", "\n#", "were", "the ", "x", " ", "  ", "_", "|", ".",
+                     "東" * 50, "+\n#"]
+TEXT = st.lists(st.sampled_from(ALPHABET), max_size=30).map("".join)
+INSERT = st.lists(st.sampled_from(ALPHABET), max_size=2).map("".join) | st.text(max_size=2)
+
+
+def _scaled(model) -> None:
+    """Scores x400: the score reset every few words."""
+    for piece in model.pieces:
+        if piece.type == 1:
+            piece.score *= 400
+
+
+def _tied(model) -> None:
+    """Scores rounded to whole numbers: exact ties everywhere."""
+    for piece in model.pieces:
+        if piece.type == 1:
+            piece.score = float(round(piece.score))
+
+
+VARIANTS = {
+    "botchan": [],
+    "scores x400": [_scaled],
+    "tied scores": [_tied],
+    "tied, x400": [_tied, _scaled],
+    "byte fallback": [_byte_fallback],
+    "byte fallback, x400": [_byte_fallback, _scaled],
+    "user pieces, dummy suffix": [_user, _suffix],
+    "spaces kept, unused pieces": [_spaces_kept, _unused],
+    "no escaping, identity normalizer": [_unescaped, _identity],
+}
+
+
+@functools.cache
+def _variants(folder: str) -> dict:
+    from pathlib import Path
+
+    out = {}
+    for k, (label, edits) in enumerate(VARIANTS.items()):
+        model = pb.ModelProto()
+        model.ParseFromString(data_file("sentencepiece", UNIGRAM).read_bytes())
+        for edit in edits:
+            edit(model)
+        path = Path(folder) / f"unigram{k}.model"
+        path.write_bytes(model.SerializeToString())
+        out[label] = (load_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory):
+    return _variants(str(tmp_path_factory.mktemp("unigram_variants")))
+
+
+def check_scores(enc, tok, text: str, library=None) -> None:
+    """`check`, and the path scores kept before the tokens are those of a fresh encode."""
+    check(enc, tok, text, library)
+    fresh = inc.IncrementalEncoder(tok, text, special=enc.special)
+    ours, theirs = np.array(enc._before), np.array(fresh._before)
+    both = ~np.isnan(ours) & ~np.isnan(theirs)
+    assert (ours[both] == theirs[both]).all()
+    assert list(enc._count) == list(fresh._count) and list(enc._adds) == list(fresh._adds)
+
+
+def test_unigram_models_edit_locally():
+    tok = load_sentencepiece(data_file("sentencepiece", UNIGRAM))
+    assert inc.local_edits(tok) and inc.local_edits(tok, True) and not inc.supports_edits(tok)
+    assert tok.edit_reason() == ""
+
+
+@EDIT_SETTINGS
+@given(label=st.sampled_from(sorted(VARIANTS)), text=TEXT, data=st.data(), special=st.booleans())
+def test_random_edits_equal_a_fresh_encode_and_the_library(variants, label, text, data, special):
+    tok, library = variants[label]
+    enc = inc.IncrementalEncoder(tok, text, special=special)
+    assert enc.incremental
+    check_scores(enc, tok, text, library)
+    random_edits(enc, tok, text, data, INSERT, library=library, checker=check_scores)
+    assert enc.full_encodes == 0
+
+
+@pytest.mark.parametrize("label", ["botchan", "scores x400", "tied, x400", "byte fallback, x400"])
+def test_random_edits_in_a_long_text(variants, label):
+    """Many words after each edit: the walk sums them a window at a time, segments exact ties
+    and words with a reset inside again, and re-encodes from the text what it cannot."""
+    tok, library = variants[label]
+    rng = random.Random(label)
+    text = (LINE + "+-------+-------+\n# were ---- 東京" * 3) * 12
+    enc = inc.IncrementalEncoder(tok, text)
+    for k in range(40):
+        start = rng.randrange(len(text) + 1)
+        removed = rng.randint(0, min(3, len(text) - start))
+        inserted = rng.choice(["x", " ", "", "-", "+", "\n", "東", "the", "é"])
+        enc.apply_edit(start, removed, inserted)
+        text = text[:start] + inserted + text[start + removed:]
+        if k % 8 == 7:
+            check_scores(enc, tok, text, library)
+    check_scores(enc, tok, text, library)
+    assert enc.full_encodes == 0
+
+
+def test_the_walk_stops_where_the_scores_meet(variants):
+    """An edit that leaves the path score after its region unchanged re-encodes only the
+    region; one that changes it walks on, and the splice covers the tokens that changed."""
+    tok, library = variants["botchan"]
+    text = "It was a fine day. " * 200
+    enc = inc.IncrementalEncoder(tok, text)
+    enc.apply_edit(10, 0, "x")   # "fixne": another score after the region
+    text = text[:10] + "x" + text[10:]
+    check_scores(enc, tok, text, library)
+    assert enc.last_splice.removed < 10 and enc.last_splice.added < 10
+    before = list(enc._before)
+    enc.apply_edit(10, 1, "")
+    text = text[:10] + text[11:]
+    check_scores(enc, tok, text, library)
+    assert list(enc._before) != before  # the scores after the edit moved back
+
+
+def test_local_only_hands_long_walks_to_the_worker(variants, monkeypatch):
+    """With local_only a walk that would segment more words again than WALK_WORDS raises
+    EditNotLocal; the encoder then re-encodes on the next edit."""
+    tok, library = variants["tied, x400"]
+    text = "--- +---+ were " * 400
+    enc = inc.IncrementalEncoder(tok, text)
+    monkeypatch.setattr(inc, "WALK_WORDS", 2)
+    with pytest.raises(inc.EditNotLocal):
+        enc.apply_edit(0, 0, "x", local_only=True)
+    text = "x" + text
+    enc.apply_edit(len(text), 0, "!")
+    text += "!"
+    check_scores(enc, tok, text, library)
+    assert enc.full_encodes == 1
+
+
+def test_a_run_of_unknown_characters_is_one_unit(variants):
+    """botchan lacks CJK: a run is one <unk> (its pieces merged), and past 128 bytes its words
+    are single characters: the run is checked as a whole from the score before it."""
+    tok, library = variants["scores x400"]
+    text = "a " + "東京は日本の首都です" * 30 + " b ---"
+    enc = inc.IncrementalEncoder(tok, text)
+    assert any(c > 1 for c in enc._count) and any(not math.isnan(b) for b in enc._bound)
+    for start, removed, inserted in [(1, 0, "x"), (150, 0, "y z"), (0, 1, ""), (2, 1, "")]:
+        enc.apply_edit(start, removed, inserted)
+        text = text[:start] + inserted + text[start + removed:]
+        check_scores(enc, tok, text, library)
+    assert enc.full_encodes == 0
