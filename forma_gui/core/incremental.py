@@ -251,7 +251,7 @@ CUT_WINDOW = 64
 LOCAL_LIMIT = 20_000
 #: a unigram edit's walk: tokens summed per numpy pass at first, doubled after a pass that
 #: did not stop (nor word starts) up to the most
-WALK_WINDOW, STOP_WINDOW, MAX_WALK_WINDOW = 1024, 1 << 12, 1 << 17
+WALK_WINDOW, STOP_WINDOW, MAX_WALK_WINDOW = 1 << 13, 1 << 14, 1 << 17
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
 WALK_REGIONS, WALK_WORDS = 64, 1024

@@ -770,42 +770,64 @@ def viterbi_from(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float
                  unk_score: float, start_score: float) -> tuple[list[tuple[int, int]], float]:
     """`viterbi` with the float32 path score `start_score` at position 0 instead of 0, and the
     best path's float32 score at the end: the rest of a text from a place no piece crosses."""
+    return viterbi_steps(lattice_steps(data, prefixes), len(data), scores, unk_id, unk_score, start_score)
+
+
+def lattice_steps(data: bytes, prefixes: dict[bytes, int]) -> list[tuple[int, int, bool, list]]:
+    """`viterbi_from`'s lattice over `data`: per position it visits (each character's start,
+    in order), (position, where its one-character step ends, whether a usable piece ends
+    there, the usable pieces from there as (end, id) in order of end). A word's steps are
+    kept to segment it again from other start scores (core.unigram_fast).
+
+    >>> lattice_steps("ab".encode(), {b"a": 0, b"ab": 1, b"b": -1})
+    [(0, 1, True, [(1, 0), (2, 1)]), (1, 2, False, [])]
+    """
     n = len(data)
-    best = array("f", bytes(4 * (n + 1)))  # float32 path scores, as the C++ stores them
-    best[0] = start_score
-    start = [-1] * (n + 1)
-    ids = [0] * (n + 1)
     get = prefixes.get
-    rounded = array("f", [0.0])  # a float32 assignment: `f32` inlined (one call per lattice edge)
-    frontier = 0
+    steps = []
     i = 0
     while i < n:
-        base = best[i]
-        if base < -SCORE_RESET or base > SCORE_RESET:  # rebase to keep float32 precision
-            for k in range(i, frontier + 1):
-                if k == i or start[k] != -1:
-                    best[k] -= base
-            base = 0.0
         lead = data[i]
-        single = i + (1 if lead < 0x80 else ONE_CHAR_LEN[lead >> 4])
-        if single > n:
-            single = n
-        has_single = False
+        single = min(n, i + (1 if lead < 0x80 else ONE_CHAR_LEN[lead >> 4]))
+        edges = []
         j = i + 1
         while j <= n:
             piece_id = get(data[i:j])
             if piece_id is None:
                 break
             if piece_id >= 0:
-                if j > frontier:
-                    frontier = j
-                rounded[0] = scores[piece_id] + base
-                candidate = rounded[0]
-                if start[j] == -1 or candidate > best[j]:
-                    best[j], start[j], ids[j] = candidate, i, piece_id
-                if j == single:
-                    has_single = True
+                edges.append((j, piece_id))
             j += 1
+        steps.append((i, single, any(j == single for j, _ in edges), edges))
+        i = single
+    return steps
+
+
+def viterbi_steps(steps: list[tuple[int, int, bool, list]], n: int, scores: Sequence[float], unk_id: int,
+                  unk_score: float, start_score: float) -> tuple[list[tuple[int, int]], float]:
+    """`viterbi_from` over its `lattice_steps` (unigram_model.cc ``EncodeOptimized``): float32
+    path scores, rebased to 0 past SCORE_RESET; a candidate takes a place when it is the first
+    to reach it or strictly greater."""
+    best = array("f", bytes(4 * (n + 1)))  # float32 path scores, as the C++ stores them
+    best[0] = start_score
+    start = [-1] * (n + 1)
+    ids = [0] * (n + 1)
+    rounded = array("f", [0.0])  # a float32 assignment: `f32` inlined (one call per lattice edge)
+    frontier = 0
+    for i, single, has_single, edges in steps:
+        base = best[i]
+        if base < -SCORE_RESET or base > SCORE_RESET:  # rebase to keep float32 precision
+            for k in range(i, frontier + 1):
+                if k == i or start[k] != -1:
+                    best[k] -= base
+            base = 0.0
+        for j, piece_id in edges:
+            if j > frontier:
+                frontier = j
+            rounded[0] = scores[piece_id] + base
+            candidate = rounded[0]
+            if start[j] == -1 or candidate > best[j]:
+                best[j], start[j], ids[j] = candidate, i, piece_id
         if not has_single:
             if single > frontier:
                 frontier = single
@@ -813,7 +835,6 @@ def viterbi_from(data: bytes, prefixes: dict[bytes, int], scores: Sequence[float
             candidate = rounded[0]
             if start[single] == -1 or candidate > best[single]:
                 best[single], start[single], ids[single] = candidate, i, unk_id
-        i = single
     return backtrack(ids, start, n), best[n]
 
 

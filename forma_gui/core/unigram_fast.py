@@ -66,7 +66,8 @@ from operator import is_
 from typing import Callable, NamedTuple, Sequence
 
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SCORE_RESET, SPACE,
-                                          SPACE_BYTES, WORD_SLICE, viterbi_from)
+                                          SPACE_BYTES, WORD_SLICE, lattice_steps, viterbi_from,
+                                          viterbi_steps)
 from forma_gui.core.slices import SLICE, pause, sliced_array, sliced_map, sliced_set
 
 #: words longer than this (bytes) are cut again before every character no piece continues with
@@ -84,6 +85,8 @@ STAT_KEYS = ("words", "learned", "margin", "rebase", "reset", "long", "fallback"
 #: `encode_live` segments texts of at most this many words word by word in Python (a region
 #: around an edit: numpy's per-call cost would be most of it), longer ones in numpy passes
 SMALL_WORDS = 48
+#: words whose `lattice_steps` `resegment` keeps (past this it starts afresh)
+STEP_WORDS = 4096
 #: the largest |score| the float64 mode takes: sums over any text stay far from overflow
 MAX_FLOAT64_SCORE = 2.0 ** 960
 
@@ -131,6 +134,7 @@ class UnigramEncoder:
         self.prefixes, self.scores, self.unk_id, self.unk_score = prefixes, scores, unk_id, unk_score
         self.arithmetic = arithmetic
         self.stats = dict.fromkeys(STAT_KEYS, 0)
+        self._steps: dict[bytes, list] = {}  # `resegment`'s words
         self._model: _Model | None = None
         self._lock = threading.Lock()  # one thread in the cache at a time: its columns must agree
         self.clear_cache()
@@ -260,8 +264,17 @@ class UnigramEncoder:
 
     def resegment(self, data: bytes, start: float) -> tuple[list[tuple[int, int]], float]:
         """`viterbi_from` (the arithmetic's) over `data` from the path score `start`: a word
-        segmented again where an edit changed its start score (core.incremental)."""
-        return self.arithmetic.viterbi_from(data, self.prefixes, self.scores, self.unk_id, self.unk_score, start)
+        segmented again where an edit changed its start score (core.incremental). In float32
+        the word's `lattice_steps` are kept: the same words come back edit after edit."""
+        if self.arithmetic is not FLOAT32:
+            return self.arithmetic.viterbi_from(data, self.prefixes, self.scores, self.unk_id,
+                                                self.unk_score, start)
+        steps = self._steps.get(data)
+        if steps is None:
+            if len(self._steps) >= STEP_WORDS:
+                self._steps.clear()
+            steps = self._steps[data] = lattice_steps(data, self.prefixes)
+        return viterbi_steps(steps, len(data), self.scores, self.unk_id, self.unk_score, start)
 
     def _path_scores(self, path: list[tuple[int, int]]) -> list[float]:
         """The score each (id, length) pair of a path adds (an unknown piece: the unknown score)."""
