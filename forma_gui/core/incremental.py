@@ -730,11 +730,25 @@ class IncrementalEncoder:
         return t >= len(self.ids) or not math.isnan(self._bound[t])
 
     def _score_at(self, r: int) -> float:
-        """The path score before the token that starts at r (inner coordinates); NaN when no
-        token starts there (blanks that the text's end drops) or none was kept (a word
-        viterbi_from segmented)."""
+        """The path score before the token that starts at r (inner coordinates): kept at a
+        word's start, else the float32 sum from there over the tokens before it (no reset
+        happens inside a word its bound covers); NaN when no token starts at r (blanks that
+        the text's end drops) or r is inside a word viterbi_from segmented."""
         t = bisect_left(self.starts, r - self._offset)
-        return self._before[t] if t < len(self.ids) and self.starts[t] == r - self._offset else math.nan
+        if t >= len(self.ids) or self.starts[t] != r - self._offset:
+            return math.nan
+        m = t
+        while m > 0 and math.isnan(self._bound[m]):
+            m -= 1
+        if m == t:
+            return self._before[t]
+        if not abs(_rebased(self._before[m])) <= self._bound[m]:
+            return math.nan  # (no bound, -inf, or a start past it: a reset may happen inside)
+        total = array("f", [_rebased(self._before[m])])
+        for k in range(m, t):
+            for _ in range(self._count[k]):
+                total[0] += self._adds[k]  # (rounded to float32 on each store)
+        return total[0]
 
     def _unigram_part(self, text: str, start: int, end: int, head: bool,
                       tail: bool) -> list[tuple[int, int, int]] | None:
@@ -833,40 +847,44 @@ class IncrementalEncoder:
             window *= 2  # no word starts in the window
         count = np.frombuffer(self._count, dtype=np.int32)[k:end]
         adds = np.frombuffer(self._adds, dtype=np.float64)[k:end]
-        at = np.zeros(end - k + 1, dtype=np.intp)
-        np.cumsum(count, out=at[1:])
-        run = np.empty(int(at[-1]) + 1, dtype=np.float32)
-        run[0] = b
-        run[1:] = np.repeat(adds, count) if int(at[-1]) != end - k else adds
-        np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
-        scores = run[at].astype(np.float64)                      # (end - k + 1,) before each token
-        old = np.frombuffer(self._before, dtype=np.float64)
         marks = marks[marks < end]
-        new_m = scores[marks - k]
-        old_m = old[marks]
+        at = np.empty(len(marks) + 2, dtype=np.intp)  # additions before k, each mark and end
+        at[0], at[1:-1], at[-1] = k, marks, end
+        n_adds = int(count.sum())
+        run = np.empty(n_adds + 1, dtype=np.float32)
+        run[0] = b
+        if n_adds != end - k:  # a run of unknown pieces adds the unknown score once per piece
+            run[1:] = np.repeat(adds, count)
+            added = np.zeros(end - k + 1, dtype=np.intp)
+            np.cumsum(count, out=added[1:])
+            at = added[at - k]
+        else:
+            run[1:] = adds
+            at = at - k
+        np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
+        scores = run[at].astype(np.float64)             # (marks + 2,) before k, each mark, end
+        kept = np.frombuffer(self._before, dtype=np.float64)
+        new_m, old_m = scores[1:-1], kept[marks]
         with np.errstate(invalid="ignore"):
             meets = np.where(np.abs(new_m) > RESET, 0.0, new_m) == np.where(np.abs(old_m) > RESET, 0.0, old_m)
             leaves = ~(np.abs(new_m) <= np.frombuffer(self._bound, dtype=np.float64)[marks])
-        last = end
-        nexts = np.append(marks[1:], end)
+        last, done = end, len(marks)
         for j in np.flatnonzero(meets | leaves).tolist():
-            m = int(marks[j])
-            found = None if meets[j] else self._word_again(m, int(nexts[j]), float(scores[m - k]))
+            m, m_next = int(marks[j]), int(marks[j + 1]) if j + 1 < len(marks) else end
+            found = None if meets[j] else self._word_again(m, m_next, float(new_m[j]))
             if found is None:
-                last = m
+                last, done = m, j
                 break
-            if found != scores[nexts[j] - k]:  # the same tokens, and a reset inside
-                last = int(nexts[j])
-                scores[last - k] = found
-                scores[m + 1 - k:last - k] = np.nan
+            if found != scores[j + 2]:  # the same tokens, and a reset inside: go on from there
+                last, done = m_next, j + 1
+                scores[j + 2] = found
                 break
         # the next pass sums twice as many tokens; after a stop (a reset: about every 1e5 /
         # |score| tokens) at most `STOP_WINDOW`
         self._window = min(STOP_WINDOW, window) if last < end else min(MAX_WALK_WINDOW, 2 * window)
-        defined = ~np.isnan(old[k + 1:last])  # NaN: a byte piece after an unknown one's first, or
-        old[k + 1:last] = np.where(defined, scores[1:last - k], np.nan)  # inside an event word
-        del old
-        return last, float(scores[last - k])
+        kept[marks[:done]] = new_m[:done]  # the scores are kept at word starts (`_score_at`)
+        del kept
+        return last, float(scores[done + 1])
 
     def _word_again(self, m: int, m_next: int, b: float) -> float | None:
         """The end score `viterbi_from` gives the normalized bytes of tokens m..m_next (from a

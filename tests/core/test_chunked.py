@@ -144,12 +144,12 @@ def test_unclean_text_is_encoded_whole(gpt2, qwen3):
 
 @pytest.mark.parametrize("name", ["botchan_en_bpe_1000.model", "botchan_en_unigram_1000.model"])
 def test_short_text_and_unsupported_tokenizers_take_one_step(name):
-    """SentencePiece texts are never cut into slices; the one encoder is live for BPE models
-    (core.incremental) and re-encodes in full for unigram ones."""
+    """SentencePiece texts are never cut into slices; the one encoder is live (core.incremental)
+    for BPE and unigram models alike."""
     spm = load_tokenizer(data_file("sentencepiece", name))
     enc, progress = _steps(spm, "hello world " * 100, False, 16)
     assert progress == [] and list(enc.ids) == spm.encode("hello world " * 100)
-    assert enc.incremental == ("bpe" in name)
+    assert enc.incremental
 
 
 def test_closing_the_generator_stops_it(gpt2):

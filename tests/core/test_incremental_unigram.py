@@ -87,11 +87,17 @@ def variants(tmp_path_factory):
     return _variants(str(tmp_path_factory.mktemp("unigram_variants")))
 
 
+def scores(enc) -> np.ndarray:
+    """The path score before each token start, as the encoder gives it (`_score_at`)."""
+    return np.array([enc._score_at(s + enc._offset) for s in sorted(set(enc.starts))])
+
+
 def check_scores(enc, tok, text: str, library=None) -> None:
-    """`check`, and the path scores kept before the tokens are those of a fresh encode."""
+    """`check`, and the path scores before the tokens are those of a fresh encode (where both
+    know one), which knows one wherever it checked a word."""
     check(enc, tok, text, library)
     fresh = inc.IncrementalEncoder(tok, text, special=enc.special)
-    ours, theirs = np.array(enc._before), np.array(fresh._before)
+    ours, theirs = scores(enc), scores(fresh)
     both = ~np.isnan(ours) & ~np.isnan(theirs)
     assert (ours[both] == theirs[both]).all()
     assert list(enc._count) == list(fresh._count) and list(enc._adds) == list(fresh._adds)
