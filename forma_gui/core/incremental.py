@@ -249,9 +249,9 @@ CUT_WINDOW = 64
 #: an edit: a longer run without one (100k CJK characters with no punctuation, 200k digits,
 #: a screen of spaces) is re-encoded in full by the caller's worker, not in place
 LOCAL_LIMIT = 20_000
-#: a unigram edit's walk: tokens summed per numpy pass at first, doubled after a pass that
-#: did not stop (nor word starts) up to the most
-WALK_WINDOW, STOP_WINDOW, MAX_WALK_WINDOW = 1 << 13, 1 << 14, 1 << 17
+#: a unigram edit's walk: tokens summed per numpy pass at first and at least, doubled after a
+#: pass that did not stop (or held no word start) up to the most
+WALK_WINDOW, MAX_WALK_WINDOW = 1 << 12, 1 << 17
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
 WALK_REGIONS, WALK_WORDS = 64, 1024
@@ -386,7 +386,9 @@ class IncrementalEncoder:
         # a SentencePiece unigram .model: regions start from the path score before them, and
         # the tokens after a region are re-checked until the path scores meet again (`_walk`)
         self._ug = self._sp and getattr(tokenizer, "algorithm", "") == "unigram"
-        self._before, self._adds, self._count, self._bound = array("d"), array("d"), array("i"), array("d")
+        # float32 columns (the scores are float32 values; the bounds rounded down): a splice
+        # that changes the token count moves every column's tail
+        self._before, self._adds, self._count, self._bound = array("f"), array("f"), array("i"), array("f")
         self._char = array("i")  # an unknown piece's text (`_live_populated`: `UnknownTexts`), else -1
         self._wp = wordpiece and not self.reason
         # the tokenizer's cut rule on two adjacent characters (edit_cuts)
@@ -504,8 +506,8 @@ class IncrementalEncoder:
         self.ids, self.starts, self.ends = _int_array(ids), _int_array(starts), _int_array(ends)
         self.flags = bytearray(flags.tobytes())
         self.nbytes = int(token_lengths(self.tokenizer, ids).sum()) if len(ids) else 0
-        self._before, self._adds, self._bound = (array("d", c.astype("float64").tobytes())
-                                                 for c in (before, adds, bound))
+        self._before, self._adds = (array("f", c.astype("float32").tobytes()) for c in (before, adds))
+        self._bound = _bounds32(bound)
         self._count, self._char = _int_array(count), _int_array(char)
         self._aligned = True
         return True
@@ -796,7 +798,7 @@ class IncrementalEncoder:
         import numpy as np
 
         merged, regions = self.last_splice, 0
-        self._window, self._resegmented = WALK_WINDOW, 0
+        self._window, self._horizon, self._resegmented = WALK_WINDOW, WALK_WINDOW, 0
         while True:
             n = len(self.ids)
             if k >= n or self.flags[k] & SPECIAL:
@@ -826,18 +828,18 @@ class IncrementalEncoder:
         return True
 
     def _sum_words(self, k: int, b: float) -> tuple[int, float]:
-        """From word k's start score b (after the reset) on: the scores before the tokens of
-        the words that keep their tokens, up to (token, score before it) of the first word
-        whose score meets its old one or that must be re-encoded (`_word_again`), a special
-        token or the end. The scores are one float32 sum over the window (sequential, as the
-        reference adds); a word that leaves its bound but keeps its tokens and end score when
-        segmented again alone does not stop it."""
+        """From word k's start score b (after the reset) on: the scores before the words that
+        keep their tokens, up to (token, score before it) of the first word whose score meets
+        its old one or that must be re-encoded (`_word_again`), a special token or the end.
+        The scores are float32 sums over a window of tokens (sequential, as the reference
+        adds); a word that leaves its bound but keeps its tokens when segmented again alone
+        does not stop it, and one whose score was reset inside starts the sums afresh."""
         import numpy as np
 
         n, window = len(self.ids), self._window
         while True:  # up to a special token, the end, or the window's last word start
             hi = min(n, k + window)
-            marks = np.flatnonzero(~np.isnan(np.frombuffer(self._bound, dtype=np.float64)[k + 1:hi])) + k + 1
+            marks = np.flatnonzero(~np.isnan(np.frombuffer(self._bound, dtype=np.float32)[k + 1:hi])) + k + 1
             special = np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)[k + 1:hi] & SPECIAL) \
                 if self._added is not None else marks[:0]
             end = int(special[0]) + k + 1 if len(special) else n if hi == n else \
@@ -845,46 +847,88 @@ class IncrementalEncoder:
             if end is not None:
                 break
             window *= 2  # no word starts in the window
-        count = np.frombuffer(self._count, dtype=np.int32)[k:end]
-        adds = np.frombuffer(self._adds, dtype=np.float64)[k:end]
         marks = marks[marks < end]
-        at = np.empty(len(marks) + 2, dtype=np.intp)  # additions before k, each mark and end
+        run, at, refill = self._additions(k, end, marks)
+        kept = np.frombuffer(self._before, dtype=np.float32)
+        bound = np.frombuffer(self._bound, dtype=np.float32)
+        # run[:q + 1] holds path scores (run[i]: after i additions), run[q + 1:] the additions
+        # still to sum; marks[first:] are not decided yet; the sums (re)started at slot p
+        first, p, q, horizon = 0, 0, 0, self._horizon
+        run[0] = b
+        last = None
+        while last is None:
+            p, q = q, min(len(run) - 1, q + horizon)
+            np.cumsum(run[p:q + 1], out=run[p:q + 1])  # sequential float32 sums, as the reference adds
+            upto = first + int(np.searchsorted(at[first + 1:-1], q, side="right"))
+            new_m = run[at[first + 1:upto + 1]].astype(np.float64)
+            old_m = kept[marks[first:upto]]
+            with np.errstate(invalid="ignore"):
+                meets = np.where(np.abs(new_m) > RESET, 0.0, new_m) == np.where(np.abs(old_m) > RESET, 0.0, old_m)
+                leaves = ~(np.abs(new_m) <= bound[marks[first:upto]])
+            decided = upto
+            for j in map(int, np.flatnonzero(meets | leaves)):  # (lazily: past a reset, all of them)
+                m, e = int(marks[first + j]), int(at[first + j + 2])   # the word, its end's slot
+                m_next = int(marks[first + j + 1]) if first + j + 1 < len(marks) else end
+                found = None if meets[j] else self._word_again(m, m_next, float(new_m[j]))
+                if found is None:  # its old score again (the rest is the old text's), or re-encode
+                    decided, last, value = first + j, m, float(new_m[j])
+                    break
+                if e > q:  # its end lies past the sums so far
+                    np.cumsum(run[q:e + 1], out=run[q:e + 1])
+                    q = e
+                if found != run[e]:  # the same tokens, and a reset inside: the sums start again
+                    kept[marks[first:first + j + 1]] = new_m[:j + 1]
+                    first, decided = first + j + 1, None
+                    horizon = max(WALK_WINDOW, (e - p) * 5 // 4)
+                    run[e] = found
+                    if m_next == end:
+                        last, value = end, found
+                    else:
+                        refill(m_next, e, q)
+                        q = e
+                    break
+            if decided is not None:
+                kept[marks[first:decided]] = new_m[:decided - first]  # kept at word starts
+                first = decided
+                if last is None and q == len(run) - 1:
+                    last, value = end, float(run[q])
+                horizon = min(MAX_WALK_WINDOW, 2 * horizon)
+        del kept, bound
+        self._horizon = horizon
+        if last == end:  # the next window twice as long (resets restart the sums inside one)
+            self._window = min(MAX_WALK_WINDOW, 2 * window)
+        return last, value
+
+    def _additions(self, k: int, end: int, marks):
+        """(a float32 buffer: a slot for the start score, then the additions of tokens
+        k..end, each token's score once per addition; the addition index of k, of each mark
+        and of end; ``refill(token, p, q)``, which writes the additions from that token on
+        into slots p + 1..q again (at least), for sums that restart inside the window)."""
+        import numpy as np
+
+        count = np.frombuffer(self._count, dtype=np.int32)[k:end]
+        adds = np.frombuffer(self._adds, dtype=np.float32)[k:end]
+        at = np.empty(len(marks) + 2, dtype=np.intp)
         at[0], at[1:-1], at[-1] = k, marks, end
         n_adds = int(count.sum())
         run = np.empty(n_adds + 1, dtype=np.float32)
-        run[0] = b
         if n_adds != end - k:  # a run of unknown pieces adds the unknown score once per piece
-            run[1:] = np.repeat(adds, count)
             added = np.zeros(end - k + 1, dtype=np.intp)
             np.cumsum(count, out=added[1:])
             at = added[at - k]
+
+            def refill(token: int, p: int, q: int) -> None:
+                t = token - k
+                t_end = t + int(np.searchsorted(added[t:], q - p + added[t]))  # (side="left")
+                run[p + 1:p + 1 + int(added[t_end] - added[t])] = np.repeat(adds[t:t_end], count[t:t_end])
+            run[1:] = np.repeat(adds, count)
         else:
-            run[1:] = adds
             at = at - k
-        np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
-        scores = run[at].astype(np.float64)             # (marks + 2,) before k, each mark, end
-        kept = np.frombuffer(self._before, dtype=np.float64)
-        new_m, old_m = scores[1:-1], kept[marks]
-        with np.errstate(invalid="ignore"):
-            meets = np.where(np.abs(new_m) > RESET, 0.0, new_m) == np.where(np.abs(old_m) > RESET, 0.0, old_m)
-            leaves = ~(np.abs(new_m) <= np.frombuffer(self._bound, dtype=np.float64)[marks])
-        last, done = end, len(marks)
-        for j in np.flatnonzero(meets | leaves).tolist():
-            m, m_next = int(marks[j]), int(marks[j + 1]) if j + 1 < len(marks) else end
-            found = None if meets[j] else self._word_again(m, m_next, float(new_m[j]))
-            if found is None:
-                last, done = m, j
-                break
-            if found != scores[j + 2]:  # the same tokens, and a reset inside: go on from there
-                last, done = m_next, j + 1
-                scores[j + 2] = found
-                break
-        # the next pass sums twice as many tokens; after a stop (a reset: about every 1e5 /
-        # |score| tokens) at most `STOP_WINDOW`
-        self._window = min(STOP_WINDOW, window) if last < end else min(MAX_WALK_WINDOW, 2 * window)
-        kept[marks[:done]] = new_m[:done]  # the scores are kept at word starts (`_score_at`)
-        del kept
-        return last, float(scores[done + 1])
+
+            def refill(token: int, p: int, q: int) -> None:
+                run[p + 1:q + 1] = adds[token - k:token - k + q - p]
+            run[1:] = adds
+        return run, at, refill
 
     def _word_again(self, m: int, m_next: int, b: float) -> float | None:
         """The end score `viterbi_from` gives the normalized bytes of tokens m..m_next (from a
@@ -893,19 +937,28 @@ class IncrementalEncoder:
         run of them stood for (`_char`, `UnknownTexts`) or, with byte fallback, its byte
         pieces' bytes."""
         self._resegmented += 1
-        tables = self.tokenizer.tables()
-        unigram = tables["unigram"]
-        spelled, byte_of = unigram.spelled(), self._byte_values(tables)
-        unknown = self.tokenizer.unknown_texts()
+        unigram, spelled, byte_of, unknown = self._spellers()
+        ids, counts, chars = self.ids[m:m_next], self._count[m:m_next], self._char[m:m_next]
+        if not chars.count(-1) == len(chars) or not counts.count(1) == len(counts):
+            return self._word_parts_again(ids, counts, chars, b)
+        try:
+            data = b"".join(map(spelled.__getitem__, ids))
+        except KeyError:  # (an unknown piece's first byte piece)
+            return self._word_parts_again(ids, counts, chars, b)
+        path, found_end = unigram.resegment(data, b)
+        return found_end if len(path) == len(ids) and all(p[0] == i for p, i in zip(path, ids)) else None
+
+    def _word_parts_again(self, ids, counts, chars, b: float) -> float | None:
+        """`_word_again` for words holding unknown pieces or byte pieces."""
+        unigram, spelled, byte_of, unknown = self._spellers()
         parts, pairs = [], []
-        for t in range(m, m_next):
-            i, c = self.ids[t], self._count[t]
+        for i, c, char in zip(ids, counts, chars):
             key = spelled.get(i)
             if c == 0 and i in byte_of:          # a byte piece after an unknown piece's first
                 parts.append(byte_of[i])
-            elif self._char[t] != -1:            # c unknown pieces, one character each
-                text = unknown.text(self._char[t])
-                parts.append((text * c if self._char[t] >= 0 else text).encode("utf-8", "surrogatepass"))
+            elif char != -1:                     # c unknown pieces, one character each
+                text = unknown.text(char)
+                parts.append((text * c if char >= 0 else text).encode("utf-8", "surrogatepass"))
                 pairs += [i] * c
             elif c != 1:
                 return None
@@ -920,13 +973,16 @@ class IncrementalEncoder:
         path, found_end = unigram.resegment(b"".join(parts), b)
         return found_end if [i for i, _ in path] == pairs else None
 
-    def _byte_values(self, tables: dict) -> dict[int, bytes]:
-        """Byte piece id -> its byte (byte fallback's pieces), built once."""
-        found = self.__dict__.get("_byte_map")
+    def _spellers(self) -> tuple:
+        """(the unigram encoder, its id -> piece bytes, byte piece id -> its byte, the
+        tokenizer's `UnknownTexts`), looked up once."""
+        found = self.__dict__.get("_spellers_found")
         if found is None:
-            byte_ids = tables.get("byte_ids") or []
-            found = self._byte_map = {i: bytes([b]) for b, i in enumerate(byte_ids)
-                                      if i is not None and i >= 0 and self.tokenizer.piece(i).startswith("<0x")}
+            tables = self.tokenizer.tables()
+            byte_of = {i: bytes([b]) for b, i in enumerate(tables.get("byte_ids") or [])
+                       if i is not None and i >= 0 and self.tokenizer.piece(i).startswith("<0x")}
+            found = self._spellers_found = (tables["unigram"], tables["unigram"].spelled(), byte_of,
+                                            self.tokenizer.unknown_texts())
         return found
 
     def _reencode_word(self, k: int, cut: int, limit: int | None):
@@ -1040,8 +1096,8 @@ class IncrementalEncoder:
         self.flags[i0:j0] = flags
         if extra is not None:
             before, adds, count, bound, char = extra
-            self._before[i0:j0], self._adds[i0:j0] = array("d", before), array("d", adds)
-            self._count[i0:j0], self._bound[i0:j0] = array("i", count), array("d", bound)
+            self._before[i0:j0], self._adds[i0:j0] = array("f", before), array("f", adds)
+            self._count[i0:j0], self._bound[i0:j0] = array("i", count), _bounds32(bound)
             self._char[i0:j0] = array("i", char)
         tail = i0 + len(ids)
         if delta and tail < len(self.ids):
@@ -1290,6 +1346,19 @@ def _added_matcher(matched: tuple[tuple[str, int], ...]) -> tuple[regex.Pattern,
     ordered = sorted(by_text, key=len, reverse=True)
     pattern = regex.compile("|".join(map(regex.escape, ordered)) or r"(?!)")
     return pattern, by_text, max(map(len, ordered), default=0)
+
+
+def _bounds32(bounds) -> array:
+    """Word bounds (float64 values; NaN: no word starts there) as float32 rounded down: never
+    above the bound `limits()` proved."""
+    import numpy as np
+
+    wide = np.asarray(bounds, dtype=np.float64)
+    narrow = wide.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        up = narrow > wide
+    narrow[up] = np.nextafter(narrow[up], np.float32(-np.inf))
+    return array("f", narrow.tobytes())
 
 
 def _rebased(score: float) -> float:

@@ -245,11 +245,13 @@ class UnigramEncoder:
                 continue
             self.stats["limit"] += 1
             path, b = arithmetic.viterbi_from(word, self.prefixes, scores, self.unk_id, self.unk_score, b)
-            tokens.extend(chain.from_iterable(path))
+            flat = list(chain.from_iterable(path))
+            tokens.extend(flat)
             before.append(pre)
             before.extend(repeat(math.nan, len(path) - 1))
             added.extend(self._path_scores(path))
-            bound.append(-math.inf)
+            generic = k is not None and self._tokens[2 * first_of[k]:2 * (first_of[k] + ntok_of[k])].tolist() == flat
+            bound.append(self._limit(k) if generic else -math.inf)  # (its own path: the word's bound)
             bound.extend(repeat(math.nan, len(path) - 1))
         return LiveRun(np.frombuffer(tokens, dtype=np.int64).reshape(-1, 2),
                        np.frombuffer(before, dtype=np.float64), np.frombuffer(added, dtype=np.float64),
@@ -295,7 +297,8 @@ class UnigramEncoder:
     def _live_run(self, cols: dict, idx: list[int], events: dict, live: dict, end: float) -> LiveRun:
         """`encode_live`'s columns from the numpy passes: the words' tokens with the events'
         paths spliced in; inside an event word the scores before its tokens are not kept
-        (NaN: a reset may have happened inside) and its bound is -inf."""
+        (NaN: a reset may have happened inside), and its bound is -inf when its path is not
+        the cached one (else the word's own: under it the cached path holds)."""
         import numpy as np
 
         if idx:
@@ -304,9 +307,8 @@ class UnigramEncoder:
         before, added = live["before"], cols["added"].astype(np.float64)
         bound = np.full(len(before), np.nan)
         bound[tokoff[:-1]] = np.frombuffer(self._limits, dtype=np.float64)[np.asarray(idx, dtype=np.intp)]
-        for w in live["events"]:
-            lo, hi = tokoff[w], tokoff[w + 1]
-            before[lo + 1:hi], bound[lo] = np.nan, -np.inf
+        for w in live["events"]:  # a reset may have happened inside: no scores kept there
+            before[tokoff[w] + 1:tokoff[w + 1]] = np.nan
         columns = [cols["tokens"], before, added, bound]
         if events:
             columns = _spliced(columns, tokoff, {w: _event_columns(path, before[tokoff[w]], self._path_scores(path))
@@ -502,7 +504,8 @@ class LiveRun(NamedTuple):
     """`UnigramEncoder.encode_live`'s result: per token (id, byte length), the path score
     before it as the reference reads it there (before a reset; NaN inside an event word),
     the score it adds, and at a word's first token the `limits()` bound of its start score
-    (-inf: an event word, which viterbi_from segmented; NaN elsewhere); and the end score."""
+    (-inf: a word viterbi_from segmented otherwise than the cache; NaN elsewhere); and the
+    end score."""
 
     tokens: "np.ndarray"   # (n, 2) int64
     before: "np.ndarray"   # (n,) float64 holding values of the arithmetic's type
