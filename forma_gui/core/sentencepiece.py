@@ -727,6 +727,8 @@ def _valid_char_len(data: bytes, pos: int) -> int:
 # ---- the models ------------------------------------------------------------------------
 
 SCORE_RESET = 100000.0  # unigram_model.cc kScoreResetThreshold
+#: seconds a whole text's live unigram columns wait for a word cache another thread holds
+LIVE_WAIT = 0.5
 CHUNK_CACHE_LIMIT = 1 << 16
 #: a piece with ▁ after another character could merge across a word start
 _WORD_SEAM = re.compile(rb"[^\x81]\xe2\x96\x81|[^\x96]\x81\xe2\x96\x81|[^\xe2]\x96\x81\xe2\x96\x81")
@@ -1906,7 +1908,7 @@ class SentencePieceTokenizer(Tokenizer):
         n = 0
         for offset, chunk, token, size in self._pieces(text, special):
             if token is None:
-                found = self._live_span_columns(chunk) if live else self._span_columns(chunk)
+                found = self._live_span_columns(chunk, wait=LIVE_WAIT) if live else self._span_columns(chunk)
                 if found is None:
                     return None
                 part = (found[0], found[1] + offset, found[2] + offset, *found[3:])
@@ -1946,15 +1948,17 @@ class SentencePieceTokenizer(Tokenizer):
         bounds = np.frombuffer(n2o, dtype=np.int64)[off]  # n2o is an array("q")
         return self._populate_columns(normalized, pairs[:, 0].copy(), off, bounds)
 
-    def _live_span_columns(self, text: str, score: float = 0.0, *, head: bool = True, tail: bool = True):
+    def _live_span_columns(self, text: str, score: float = 0.0, *, head: bool = True, tail: bool = True,
+                           wait: float = 0.0):
         """`_span_columns` of a unigram model with the `_live_populated` columns, the text
         normalized as a head and/or tail (see `fragment_spans`) and its path starting from
-        `score`; and the end score last. None when the model cannot give them."""
+        `score`; and the end score last. None when the model cannot give them (or another
+        thread held the word cache for `wait` seconds)."""
         import numpy as np
 
         normalized, n2o = self.normalizer.normalize_offsets(text.encode("utf-8", "surrogatepass"),
                                                             head=head, tail=tail)
-        run = self.tables()["unigram"].encode_live(normalized, score)
+        run = self.tables()["unigram"].encode_live(normalized, score, wait=wait)
         if run is None:
             return None
         off = np.zeros(len(run.tokens) + 1, dtype=np.int64)

@@ -181,13 +181,15 @@ class UnigramEncoder:
             model = self._model or self._analyse()
         return self if model.words is not None else None
 
-    def encode_live(self, data: bytes, start: float = 0.0) -> LiveRun | None:
+    def encode_live(self, data: bytes, start: float = 0.0, *, wait: float = 0.0) -> LiveRun | None:
         """`data` segmented from the path score `start` (`viterbi_from`'s), with what an edit
         needs to carry on after it without the text (core.incremental): per token the path
         score before it, the score it adds, and at each word's first token its `limits()`
         bound (-inf for a word `viterbi_from` segmented). None when only `viterbi` over the
-        whole text is exact, or while another thread holds the cache."""
-        if not self._lock.acquire(blocking=False):
+        whole text is exact, or while another thread holds the cache (after waiting up to
+        `wait` seconds for it: a whole text's live columns are worth a short wait, an edit's
+        region on the GUI thread is not)."""
+        if not self._lock.acquire(timeout=wait) if wait > 0 else not self._lock.acquire(blocking=False):
             return None
         try:
             model = self._model or self._analyse()

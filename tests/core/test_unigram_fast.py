@@ -380,3 +380,18 @@ def test_limits_prove_the_checks(log_margin, log_reach, n_max, kind, fraction):
     if kind == "float32":
         tied, crossing = uf.checks(one(bound * 1.01 + 1e-30), margin, reach, one(n_max), grow, arithmetic)
         assert tied[0] or crossing[0]
+
+
+def test_encode_live_waits_for_the_cache_only_when_asked(botchan):
+    """An edit's region never waits for a worker's encode (None at once); a whole text's live
+    columns wait a little (a worker's encode of a document is soon done)."""
+    import threading
+
+    enc = botchan_encoder(botchan[0])
+    data = "▁The▁cat▁sat.".encode()
+    enc._lock.acquire()
+    threading.Timer(0.3, enc._lock.release).start()
+    assert enc.encode_live(data) is None and enc._lock.locked()  # returned before the release
+    run = enc.encode_live(data, wait=30.0)
+    assert run is not None and list(map(tuple, run.tokens.tolist())) == viterbi(
+        data, enc.prefixes, enc.scores, enc.unk_id, enc.unk_score)
