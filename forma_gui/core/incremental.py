@@ -791,12 +791,11 @@ class IncrementalEncoder:
         encoded with (from there on nothing differs), a special token or the text's end.
 
         A word whose start score stays within its bound keeps its tokens (`limits()`), and
-        the scores are summed over them a window at a time; any other word (a bound of -inf:
-        viterbi_from segmented it; or no bound: the walk starts inside a word) is re-encoded
-        from the last cut before it to the first cut after it where a word starts. False to
-        fall back (with a limit: more words re-encoded than `WALK_REGIONS` or `WALK_WORDS`)."""
-        import numpy as np
-
+        the scores are summed over them a window at a time (`_sum_words`); a word that leaves
+        its bound is segmented again from its tokens' bytes (`_word_again`), and one whose
+        tokens then change is re-encoded from the last cut before it to the first cut after
+        it where a word starts (`_reencode_word`). False to fall back (with a limit: more
+        words re-encoded than `WALK_REGIONS` or segmented again than `WALK_WORDS`)."""
         merged, regions = self.last_splice, 0
         self._window, self._horizon, self._resegmented = WALK_WINDOW, WALK_WINDOW, 0
         while True:

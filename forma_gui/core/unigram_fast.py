@@ -63,12 +63,15 @@ import threading
 from array import array
 from itertools import chain, compress, repeat
 from operator import is_
-from typing import Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SCORE_RESET, SPACE,
                                           SPACE_BYTES, WORD_SLICE, lattice_steps, viterbi_from,
                                           viterbi_steps)
 from forma_gui.core.slices import SLICE, pause, sliced_array, sliced_map, sliced_set
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 #: words longer than this (bytes) are cut again before every character no piece continues with
 SUBSPLIT = 128
@@ -509,10 +512,10 @@ class LiveRun(NamedTuple):
     (-inf: a word viterbi_from segmented otherwise than the cache; NaN elsewhere); and the
     end score."""
 
-    tokens: "np.ndarray"   # (n, 2) int64
-    before: "np.ndarray"   # (n,) float64 holding values of the arithmetic's type
-    added: "np.ndarray"    # (n,) float64
-    bound: "np.ndarray"    # (n,) float64
+    tokens: np.ndarray     # (n, 2) int64
+    before: np.ndarray     # (n,) float64 holding values of the arithmetic's type
+    added: np.ndarray      # (n,) float64
+    bound: np.ndarray      # (n,) float64
     end: float
 
 
