@@ -991,12 +991,15 @@ class IncrementalEncoder:
         none continues, that cut); None to fall back."""
         off = self._offset
         s_k = self.starts[k] + off
-        r = self._cut_before(s_k + 1, cut)
+        # a zero-width token (the dummy suffix ▁ of treat_whitespace_as_suffix) stands at the
+        # start of the special token after it: the region ends at that token, and starts before
+        zero = self.starts[k] == self.ends[k]
+        r = self._cut_before(s_k + (not zero), cut)
         while r > cut and math.isnan(self._score_at(r)):  # inside a word viterbi_from segmented
             r = self._cut_before(r, cut)
         seg_hi = len(self._blocks)
         if self._added is not None:
-            j = bisect_right(self._m_starts, s_k)
+            j = (bisect_left if zero else bisect_right)(self._m_starts, s_k)
             seg_hi = self._m_starts[j] if j < len(self._m_starts) else seg_hi
         hi = seg_hi if limit is None else min(seg_hi, s_k + limit)
         q, q_is_cut = self._cut_after(s_k, hi)

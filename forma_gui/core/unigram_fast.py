@@ -88,6 +88,8 @@ STAT_KEYS = ("words", "learned", "margin", "rebase", "reset", "long", "fallback"
 #: `encode_live` segments texts of at most this many words word by word in Python (a region
 #: around an edit: numpy's per-call cost would be most of it), longer ones in numpy passes
 SMALL_WORDS = 48
+#: the largest |score| `live()` takes: sums of two stay far from FLT_MAX (a reset follows at once)
+LIVE_MAX_SCORE = 2.0 ** 120
 #: words whose `lattice_steps` `resegment` keeps (past this it starts afresh)
 STEP_WORDS = 4096
 #: the largest |score| the float64 mode takes: sums over any text stay far from overflow
@@ -179,10 +181,15 @@ class UnigramEncoder:
         return self._assemble(run[0], run[1])
 
     def live(self) -> "UnigramEncoder | None":
-        """This encoder when `encode_live` can segment texts (the tables allow words), else None."""
+        """This encoder when `encode_live` can segment texts (the tables allow words, and no
+        score is so large that path sums could overflow: a walk after an edit sums scores in
+        the arithmetic's type), else None."""
         with self._lock:
             model = self._model or self._analyse()
-        return self if model.words is not None else None
+        largest = max((abs(float(self.scores[i])) for i in set(self.prefixes.values()) if i >= 0), default=0.0)
+        if model.words is None or max(largest, abs(float(self.unk_score))) > LIVE_MAX_SCORE:
+            return None
+        return self
 
     def encode_live(self, data: bytes, start: float = 0.0, *, wait: float = 0.0) -> LiveRun | None:
         """`data` segmented from the path score `start` (`viterbi_from`'s), with what an edit

@@ -185,3 +185,53 @@ def test_a_run_of_unknown_characters_is_one_unit(variants):
         text = text[:start] + inserted + text[start + removed:]
         check_scores(enc, tok, text, library)
     assert enc.full_encodes == 0
+
+
+def _tiny_model(path, pieces, *, suffix=False):
+    """A unigram .model of `pieces` (text, type, score), identity normalizer."""
+    model = pb.ModelProto()
+    model.trainer_spec.model_type = pb.TrainerSpec.UNIGRAM
+    model.trainer_spec.treat_whitespace_as_suffix = suffix
+    model.normalizer_spec.name = "identity"
+    model.normalizer_spec.add_dummy_prefix = True
+    model.normalizer_spec.remove_extra_whitespaces = True
+    model.normalizer_spec.escape_whitespaces = True
+    for text, kind, score in pieces:
+        piece = model.pieces.add()
+        piece.piece, piece.type, piece.score = text, kind, score
+    path.write_bytes(model.SerializeToString())
+    return load_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
+
+
+SPACE = "\u2581"
+
+
+@pytest.mark.parametrize("scores, window, text, start, inserted", [
+    ((-20000.0, -20000.0, -33000.0, -1000.0), (2, 4), "x y aa<s> a", 0, "x"),
+    ((-13704.0, -30000.0, -1000.0, -50000.0), (2, 2), "b y aa</s>", 0, "bb"),
+    ((-20000.0, -40000.0, -7000.0, -5000.0), (3, 4), "b y a</s>", 1, "x")])
+def test_a_walk_that_stops_on_a_dummy_suffix_keeps_the_special_token(tmp_path, monkeypatch, scores, window,
+                                                                       text, start, inserted):
+    """With treat_whitespace_as_suffix the text before a special token ends in a zero-width ▁
+    at the token's start; a walk that stops there (its window's last word start, small
+    windows here) with a score past that word's bound re-encodes up to the special token and
+    keeps it (helper-33's fuzz: "<s>" was encoded as ordinary text)."""
+    monkeypatch.setattr(inc, "WALK_WINDOW", window[0])
+    monkeypatch.setattr(inc, "MAX_WALK_WINDOW", window[1])
+    space, a, b, x = scores
+    tok, _ = _tiny_model(tmp_path / "suffix.model", [
+        ("<unk>", 2, 0.0), ("<s>", 3, 0.0), ("</s>", 3, 0.0), (SPACE, 1, space), ("a", 1, a), ("b", 1, b),
+        ("x", 1, x), ("y", 1, -2000.0)], suffix=True)
+    enc = inc.IncrementalEncoder(tok, text, special=True)
+    enc.apply_edit(start, 0, inserted)
+    check_scores(enc, tok, text[:start] + inserted + text[start:])
+    assert enc.full_encodes == 0
+
+
+def test_scores_whose_sums_could_overflow_re_encode_in_full(tmp_path):
+    tok, library = _tiny_model(tmp_path / "huge.model", [
+        ("<unk>", 2, 0.0), (SPACE, 1, -1.0), ("a", 1, -3e38), ("b", 1, -2.0)])
+    assert "unigram" in tok.edit_reason() and not inc.local_edits(tok)
+    enc = inc.IncrementalEncoder(tok, "ab ba")
+    enc.apply_edit(1, 0, "a")
+    check(enc, tok, "aab ba", library)
