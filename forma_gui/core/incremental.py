@@ -860,9 +860,10 @@ class IncrementalEncoder:
             np.cumsum(run[p:q + 1], out=run[p:q + 1])  # sequential float32 sums, as the reference adds
             upto = first + int(np.searchsorted(at[first + 1:-1], q, side="right"))
             new_m = run[at[first + 1:upto + 1]].astype(np.float64)
-            old_m = kept[marks[first:upto]]
+            # (a start past the reset leaves its bound: segmented again, it resets there, and
+            # where both scores were reset the next word's start meets the old one)
+            meets = new_m == kept[marks[first:upto]]
             with np.errstate(invalid="ignore"):
-                meets = np.where(np.abs(new_m) > RESET, 0.0, new_m) == np.where(np.abs(old_m) > RESET, 0.0, old_m)
                 leaves = ~(np.abs(new_m) <= bound[marks[first:upto]])
             decided = upto
             for j in map(int, np.flatnonzero(meets | leaves)):  # (lazily: past a reset, all of them)

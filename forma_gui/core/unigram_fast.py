@@ -278,17 +278,32 @@ class UnigramEncoder:
 
     def resegment(self, data: bytes, start: float) -> tuple[list[tuple[int, int]], float]:
         """`viterbi_from` (the arithmetic's) over `data` from the path score `start`: a word
-        segmented again where an edit changed its start score (core.incremental). In float32
-        the word's `lattice_steps` are kept: the same words come back edit after edit."""
+        segmented again where an edit changed its start score (core.incremental).
+
+        In float32 the same words come back edit after edit, so each word's `lattice_steps`
+        are kept, and so is its result per binade of |start|: while every value its lattice
+        can reach stays in that binade (so below the reset), each addition x + s rounds to
+        x plus s rounded to the binade's grid (x is on it), unless s lies exactly halfway
+        between two grid points (then the rounding depends on x: not kept). Every value is
+        then the start plus a constant, every comparison goes the same way, and the result
+        is (the same path, start + the same difference)."""
         if self.arithmetic is not FLOAT32:
             return self.arithmetic.viterbi_from(data, self.prefixes, self.scores, self.unk_id,
                                                 self.unk_score, start)
-        steps = self._steps.get(data)
-        if steps is None:
+        word = self._steps.get(data)
+        if word is None:
             if len(self._steps) >= STEP_WORDS:
                 self._steps.clear()
-            steps = self._steps[data] = lattice_steps(data, self.prefixes)
-        return viterbi_steps(steps, len(data), self.scores, self.unk_id, self.unk_score, start)
+            word = self._steps[data] = _SteppedWord(lattice_steps(data, self.prefixes), self.scores,
+                                                   self.unk_score)
+        binade = word.binade(start)
+        if binade is None:
+            return viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
+        found = word.by_binade.get(binade)
+        if found is None:
+            path, end = viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
+            found = word.by_binade[binade] = (path, end - start)
+        return found[0], start + found[1]
 
     def _path_scores(self, path: list[tuple[int, int]]) -> list[float]:
         """The score each (id, length) pair of a path adds (an unknown piece: the unknown score)."""
@@ -524,6 +539,39 @@ class LiveRun(NamedTuple):
     added: np.ndarray      # (n,) float64
     bound: np.ndarray      # (n,) float64
     end: float
+
+
+class _SteppedWord:
+    """A word's `lattice_steps`, and its `resegment` results per binade of the start score."""
+
+    def __init__(self, steps: list, scores: Sequence[float], unk_score: float) -> None:
+        self.steps = steps
+        edge_scores = {float(scores[i]) for _, _, _, edges in steps for _, i in edges}
+        if not all(has_single for _, _, has_single, _ in steps):
+            edge_scores.add(float(unk_score))
+        self.edge_scores = tuple(edge_scores)
+        # no value the lattice reaches lies further than this from the start (each path adds
+        # at most one score per step), before rounding
+        self.width = len(steps) * max(map(abs, edge_scores), default=0.0)
+        self.by_binade: dict[int, tuple] = {}
+        self._tied: dict[int, bool] = {}
+
+    def binade(self, start: float) -> int | None:
+        """e with 2^e <= |start| < 2^(e+1) when every value from start stays in that binade and
+        under the reset, and no score rounds halfway on its grid (2^(e-23)); else None."""
+        size = abs(start)
+        if not 0.0 < size <= SCORE_RESET:
+            return None
+        e = math.frexp(size)[1] - 1
+        grid = math.ldexp(1.0, e - 23)
+        reach = self.width + len(self.steps) * grid  # (rounding: at most half a grid per addition)
+        if not (math.ldexp(1.0, e) <= size - reach and size + reach < math.ldexp(1.0, e + 1)
+                and size + reach <= SCORE_RESET):
+            return None
+        tied = self._tied.get(e)
+        if tied is None:
+            tied = self._tied[e] = any(math.fmod(abs(x) / grid, 1.0) == 0.5 for x in self.edge_scores)
+        return None if tied else e
 
 
 def _event_columns(path: list[tuple[int, int]], start: float, scores: list[float]) -> list:

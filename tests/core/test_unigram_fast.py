@@ -395,3 +395,34 @@ def test_encode_live_waits_for_the_cache_only_when_asked(botchan):
     run = enc.encode_live(data, wait=30.0)
     assert run is not None and list(map(tuple, run.tokens.tolist())) == viterbi(
         data, enc.prefixes, enc.scores, enc.unk_id, enc.unk_score)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_resegment_per_binade_equals_viterbi(seed):
+    """`resegment` keeps a word's result per binade of the start score; from any start it is
+    `viterbi_from`'s, bit for bit: near ties, scores that round halfway on some binade's grid
+    (-(1 + 2^-8): not kept there), starts at binade edges and near the reset."""
+    from forma_gui.core.sentencepiece import lattice_steps, viterbi_steps
+
+    rng = random.Random(seed)
+    kept = 0
+    for _ in range(60):
+        pieces = {}
+        for _ in range(rng.randint(3, 16)):
+            piece = "".join(rng.choice("abcd-") for _ in range(rng.randint(1, 4)))
+            pieces[(SPACE if rng.random() < 0.3 else "") + piece] = rng.choice(
+                [-1.0, -2.0, -1.5, -1.0000001, -(1 + 2.0 ** -8), -(1 + 2.0 ** -12), f32(rng.uniform(-12, -0.1))])
+        enc = make_encoder(pieces, rng.choice([-60.0, -7.5]))
+        for _ in range(20):
+            word = (SPACE + "".join(rng.choice("abcd-x") for _ in range(rng.randint(1, 10)))).encode()
+            for _ in range(6):
+                e = rng.randint(-3, 16)
+                start = -f32(rng.choice([rng.uniform(2.0 ** e, 2.0 ** (e + 1)), 2.0 ** e, 99_999.0]))
+                want = viterbi_steps(lattice_steps(word, enc.prefixes), len(word), enc.scores, enc.unk_id,
+                                     enc.unk_score, start)
+                path, end = enc.resegment(word, start)
+                assert path == want[0] and bits(end) == bits(want[1])
+        kept += sum(len(w.by_binade) for w in enc._steps.values())
+    assert kept > 300
+    halfway = uf._SteppedWord(lattice_steps(b"a", {b"a": 0}), [-(1 + 2.0 ** -8)], -20.0)
+    assert halfway.binade(-70_000.0) is None and halfway.binade(-3000.0) == 11  # grid 2^-7 vs 2^-12
