@@ -255,6 +255,8 @@ WALK_WINDOW, MAX_WALK_WINDOW = 1 << 12, 1 << 17
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
 WALK_REGIONS, WALK_WORDS = 64, 1024
+#: token runs whose bytes `_word_again` keeps (past this it starts afresh)
+SPELLED_WORDS = 4096
 _SURROGATE = regex.compile("[\ud800-\udfff]")
 _ASCII = regex.compile("[\x00-\x7f]")
 _ASCII_BACKWARD = regex.compile("[\x00-\x7f]", regex.REVERSE)
@@ -390,6 +392,7 @@ class IncrementalEncoder:
         # that changes the token count moves every column's tail
         self._before, self._adds, self._count, self._bound = array("f"), array("f"), array("i"), array("f")
         self._char = array("i")  # an unknown piece's text (`_live_populated`: `UnknownTexts`), else -1
+        self._spelled_words: dict[tuple, tuple | None] = {}  # `_word_again`'s token runs
         self._wp = wordpiece and not self.reason
         # the tokenizer's cut rule on two adjacent characters (edit_cuts)
         self._is_cut = tokenizer.edit_cuts() if self._spm or self._sp or self._wp else None
@@ -935,24 +938,26 @@ class IncrementalEncoder:
         word start to the next) from the score b, when its path is those tokens (the walk goes
         on past them); else None. The bytes are the pieces' own, the text an unknown piece or a
         run of them stood for (`_char`, `UnknownTexts`) or, with byte fallback, its byte
-        pieces' bytes."""
+        pieces' bytes (`_spelled_word`, kept per token run: the same words come back)."""
         self._resegmented += 1
-        unigram, spelled, byte_of, unknown = self._spellers()
-        ids, counts, chars = self.ids[m:m_next], self._count[m:m_next], self._char[m:m_next]
-        if not chars.count(-1) == len(chars) or not counts.count(1) == len(counts):
-            return self._word_parts_again(ids, counts, chars, b)
-        try:
-            data = b"".join(map(spelled.__getitem__, ids))
-        except KeyError:  # (an unknown piece's first byte piece)
-            return self._word_parts_again(ids, counts, chars, b)
-        path, found_end = unigram.resegment(data, b)
-        return found_end if len(path) == len(ids) and all(p[0] == i for p, i in zip(path, ids)) else None
+        key = (self.ids[m:m_next].tobytes(), self._count[m:m_next].tobytes(), self._char[m:m_next].tobytes())
+        spelled = self._spelled_words.get(key)
+        if spelled is None:
+            if len(self._spelled_words) >= SPELLED_WORDS:
+                self._spelled_words.clear()
+            spelled = self._spelled_words[key] = self._spelled_word(m, m_next)
+        if spelled is None:
+            return None
+        data, pairs = spelled
+        path, found_end = self._spellers()[0].resegment(data, b)
+        return found_end if len(path) == len(pairs) and all(p[0] == i for p, i in zip(path, pairs)) else None
 
-    def _word_parts_again(self, ids, counts, chars, b: float) -> float | None:
-        """`_word_again` for words holding unknown pieces or byte pieces."""
+    def _spelled_word(self, m: int, m_next: int) -> tuple[bytes, list[int]] | None:
+        """(the normalized bytes of tokens m..m_next, the ids of the model's pieces there: a
+        run of c unknown pieces is c unknown ids), or None when the bytes are not known."""
         unigram, spelled, byte_of, unknown = self._spellers()
         parts, pairs = [], []
-        for i, c, char in zip(ids, counts, chars):
+        for i, c, char in zip(self.ids[m:m_next], self._count[m:m_next], self._char[m:m_next]):
             key = spelled.get(i)
             if c == 0 and i in byte_of:          # a byte piece after an unknown piece's first
                 parts.append(byte_of[i])
@@ -970,8 +975,7 @@ class IncrementalEncoder:
                 pairs.append(unigram.unk_id)
             else:
                 return None
-        path, found_end = unigram.resegment(b"".join(parts), b)
-        return found_end if [i for i, _ in path] == pairs else None
+        return b"".join(parts), pairs
 
     def _spellers(self) -> tuple:
         """(the unigram encoder, its id -> piece bytes, byte piece id -> its byte, the
