@@ -249,8 +249,9 @@ CUT_WINDOW = 64
 #: an edit: a longer run without one (100k CJK characters with no punctuation, 200k digits,
 #: a screen of spaces) is re-encoded in full by the caller's worker, not in place
 LOCAL_LIMIT = 20_000
-#: a unigram edit's walk: tokens summed per numpy pass at first and at least, doubled after a
-#: pass that did not stop (or held no word start) up to the most
+#: a unigram edit's walk: its first window of tokens and first stretch of additions summed at
+#: once (`_sum_words`), each doubled while nothing stops them, up to the most; after a reset
+#: inside a word the stretch is a quarter more than the one before (resets come regularly)
 WALK_WINDOW, MAX_WALK_WINDOW = 1 << 12, 1 << 17
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
