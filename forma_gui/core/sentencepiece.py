@@ -1567,13 +1567,17 @@ class SentencePieceTokenizer(Tokenizer):
         byte offsets `bounds` of those (n + 1,). A control piece spans nothing; an unknown
         piece becomes one byte piece per byte, each spanning it (byte fallback), else a run
         of unknown pieces becomes its first, spanning the run."""
+        return self._populated_spans(normalized, token, off, bounds)[:3]
+
+    def _populated_spans(self, normalized: bytes, token, off, bounds):
+        """`_populate_columns`, and the first and the last model piece of each output token."""
         import numpy as np
 
         out_ids, first, last = self._populate_map(normalized, token, off)
         control = self.tables()["is_control"][token]
         begin = bounds[:-1]
         end = np.where(control, begin, bounds[1:])
-        return out_ids, begin[first], end[last]
+        return out_ids, begin[first], end[last], first, last
 
     def _populate_map(self, normalized: bytes, token, off):
         """(output ids, the first and the last model piece of each output token) of
@@ -1602,10 +1606,10 @@ class SentencePieceTokenizer(Tokenizer):
         last = np.append(kept[1:], len(token)) - 1                      # the run each kept one ends
         return token[kept], kept, last
 
-    def _live_populated(self, normalized: bytes, run, bounds):
+    def _live_populated(self, normalized: bytes, run, off, bounds):
         """(ids, begins, ends, before, added, count, bound, char) columns of the populated
-        tokens of a unigram `LiveRun` (`bounds`: the original byte offsets of its pieces'
-        edges): a token's path score before it, the score each of its `count` additions adds
+        tokens of a unigram `LiveRun` (`off`: its pieces' edges in `normalized`, `bounds`: their
+        original byte offsets): a token's path score before it, the score each of its `count` additions adds
         (a run of unknown pieces adds the unknown score once per piece; a byte piece after
         the first of an unknown piece adds nothing), its word's bound where a word starts
         (-inf when a run of unknown pieces holds another word's start: it is not checked
@@ -1615,12 +1619,7 @@ class SentencePieceTokenizer(Tokenizer):
         import numpy as np
 
         token = run.tokens[:, 0].copy()
-        off = np.zeros(len(token) + 1, dtype=np.int64)
-        np.cumsum(run.tokens[:, 1], out=off[1:])
-        ids, first, last = self._populate_map(normalized, token, off)
-        control = self.tables()["is_control"][token]
-        begins = bounds[:-1][first]
-        ends = np.where(control, bounds[:-1], bounds[1:])[last]
+        ids, begins, ends, first, last = self._populated_spans(normalized, token, off, bounds)
         lead = np.ones(len(first), dtype=bool)                          # (out,) first of its piece
         lead[1:] = first[1:] != first[:-1]
         bound = np.where(lead, run.bound[first], np.nan)
@@ -1964,7 +1963,7 @@ class SentencePieceTokenizer(Tokenizer):
         off = np.zeros(len(run.tokens) + 1, dtype=np.int64)
         np.cumsum(run.tokens[:, 1], out=off[1:])
         bounds = np.frombuffer(n2o, dtype=np.int64)[off] if len(n2o) else np.zeros(1, dtype=np.int64)
-        return (*self._live_populated(normalized, run, bounds), run.end)
+        return (*self._live_populated(normalized, run, off, bounds), run.end)
 
     def unknown_texts(self) -> "UnknownTexts":
         """The codes of the texts unknown pieces stood for (`_live_populated`), built once."""

@@ -24,6 +24,7 @@ from hypothesis import given, strategies as st
 from sentencepiece import sentencepiece_model_pb2 as pb
 
 from forma_gui.core import incremental as inc
+from forma_gui.core.sentencepiece import SPACE
 from forma_gui.formats.sentencepiece_model import load_sentencepiece
 from tests.conftest import data_file
 from tests.core.incremental_checks import EDIT_SETTINGS, check, random_edits
@@ -201,9 +202,6 @@ def _tiny_model(path, pieces, *, suffix=False):
         piece.piece, piece.type, piece.score = text, kind, score
     path.write_bytes(model.SerializeToString())
     return load_sentencepiece(path), spm.SentencePieceProcessor(model_file=str(path))
-
-
-SPACE = "\u2581"
 
 
 @pytest.mark.parametrize("scores, window, text, start, inserted", [

@@ -22,7 +22,7 @@ from forma_gui.core.sentencepiece import f32
 from forma_gui.core.unigram_fast import UnigramEncoder, float64_arithmetic
 from forma_gui.formats.gguf_tokenizer import load_gguf_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
-from tests.core.test_unigram_fast import make_vocab, random_words, text_of, tied_pieces
+from tests.core.test_unigram_fast import BYTE_CHUNKS, BYTE_PIECES, make_vocab, random_words, text_of, tied_pieces
 from tests.formats.test_gguf_tokenizer import _t5_from
 
 SPACE = "\u2581"
@@ -151,11 +151,9 @@ def test_random_vocabularies(pieces, text, unk_score, unk_id):
 
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
-@given(st.lists(st.sampled_from([b"\xe2\x96\x81", b"a", b"b", b"ab", b"\xe2", b"\x96", b"\x81",
-                                 b"\xc3\xa9", b"\xff", b"\xf0\x9f\x98\x80", b"\xe2\x96"]), max_size=40))
+@given(BYTE_CHUNKS)
 def test_arbitrary_bytes(chunks):
-    enc = make_encoder({SPACE: -1.0, "a": -2.0, "b": -2.5, "ab": -4.5, "é": -1.0, SPACE + "a": -2.75})
-    assert_same(enc, b"".join(chunks))
+    assert_same(make_encoder(BYTE_PIECES), b"".join(chunks))
 
 
 # ---- the unknown-run collapse ----------------------------------------------------------------

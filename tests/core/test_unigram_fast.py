@@ -256,12 +256,16 @@ def test_malformed_utf8(data):
     assert_same(enc, data)
 
 
+#: texts of arbitrary bytes (pieces, their parts, malformed UTF-8) over `BYTE_PIECES`
+BYTE_CHUNKS = st.lists(st.sampled_from([b"\xe2\x96\x81", b"a", b"b", b"ab", b"\xe2", b"\x96", b"\x81",
+                                        b"\xc3\xa9", b"\xff", b"\xf0\x9f\x98\x80", b"\xe2\x96"]), max_size=40)
+BYTE_PIECES = {SPACE: -1.0, "a": -2.0, "b": -2.5, "ab": -4.5, "é": -1.0, SPACE + "a": -2.75}
+
+
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
-@given(st.lists(st.sampled_from([b"\xe2\x96\x81", b"a", b"b", b"ab", b"\xe2", b"\x96", b"\x81",
-                                 b"\xc3\xa9", b"\xff", b"\xf0\x9f\x98\x80", b"\xe2\x96"]), max_size=40))
+@given(BYTE_CHUNKS)
 def test_arbitrary_bytes(chunks):
-    enc = make_encoder({SPACE: -1.0, "a": -2.0, "b": -2.5, "ab": -4.5, "é": -1.0, SPACE + "a": -2.75})
-    assert_same(enc, b"".join(chunks))
+    assert_same(make_encoder(BYTE_PIECES), b"".join(chunks))
 
 
 def test_pieces_that_are_not_utf8_or_scores_that_are_not_float32_fall_back():
