@@ -27,7 +27,9 @@ GGML_TYPES: dict[str, GGMLType] = {
     "Q5_0": GGMLType(6, 32, 2 + 4 + 16),
     "Q5_1": GGMLType(7, 32, 2 + 2 + 4 + 16),
     "Q8_0": GGMLType(8, 32, 2 + 32),
-    "Q8_1": GGMLType(9, 32, 4 + 4 + 32),
+    # ggml-common.h: block_q8_1 {ggml_half d, s; int8 qs[32]}, asserted 36 bytes; gguf-py's
+    # GGML_QUANT_SIZES still says 4 + 4 + 32 (from when d and s were floats)
+    "Q8_1": GGMLType(9, 32, 2 + 2 + 32),
     "Q2_K": GGMLType(10, QK_K, 2 + 2 + QK_K // 16 + QK_K // 4),
     "Q3_K": GGMLType(11, QK_K, 2 + QK_K // 4 + QK_K // 8 + 12),
     "Q4_K": GGMLType(12, QK_K, 2 + 2 + QK_K // 2 + 12),

@@ -217,7 +217,13 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="whole number"):
         quant.dequantize_chunks(np.zeros(19, np.uint8), "Q4_0")       # refused before next()
     with pytest.raises(NotImplementedError, match="Q8_1"):
-        quant.dequantize(np.zeros(40, np.uint8), "Q8_1")
+        quant.dequantize(np.zeros(36, np.uint8), "Q8_1")
+
+
+def test_q8_1_blocks_are_ggml_s_36_bytes():
+    # ggml-common.h: block_q8_1 {ggml_half d, s; int8_t qs[32]} with static_assert(sizeof ==
+    # 2*sizeof(ggml_half) + QK8_1); gguf-py's GGML_QUANT_SIZES still lists 40 (float d and s)
+    assert (GGML_TYPES["Q8_1"].block_size, GGML_TYPES["Q8_1"].type_size) == (32, 36)
 
 
 # ---------------------------------------------------------------- quantize
