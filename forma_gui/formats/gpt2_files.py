@@ -14,7 +14,8 @@ from pathlib import Path
 
 from forma_gui.core.bytelevel import ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
-from forma_gui.errors import FormatError
+from forma_gui.errors import FormatError, shown
+from forma_gui.formats.file_bytes import read_bytes
 from forma_gui.formats.json_text import parse_json
 from forma_gui.formats.limits import check_id_space
 
@@ -61,28 +62,28 @@ def _starts_with_brace(path: Path) -> bool:
 
 def read_vocab(path: Path) -> dict[str, int]:
     """The JSON {piece: id} map, checked: string keys, non-negative integer ids."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    vocab = parse_json(data, path)
+    vocab = parse_json(read_bytes(path), path)
     if not isinstance(vocab, dict) or not vocab:
         raise FormatError("expected a JSON object mapping pieces to ids", path=path)
     bad = next((k for k, v in vocab.items() if type(v) is not int or v < 0), None)
     if bad is not None:
-        raise FormatError(f"expected a non-negative integer id for {bad!r}, got {vocab[bad]!r}", path=path)
+        raise FormatError(f"expected a non-negative integer id for {shown(bad)}, got {vocab[bad]!r:.60}", path=path)
     check_id_space(max(vocab.values()), len(vocab), "id", path)
     return vocab
 
 
+#: a UTF-8 byte order mark, which some editors put before merges.txt's "#version" line
+BOM = b"\xef\xbb\xbf"
+
+
 def read_merges(path: Path) -> tuple[list[str], list[int]]:
     """The merge lines and the file line number of each (for error messages)."""
+    data = read_bytes(path)
+    bom = len(BOM) if data.startswith(BOM) else 0
     try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
+        text = data[bom:].decode("utf-8")
     except UnicodeDecodeError as e:
-        raise FormatError("not UTF-8 text", path=path, offset=e.start) from None
+        raise FormatError("not UTF-8 text", path=path, offset=bom + e.start) from None
     merges: list[str] = []
     lines: list[int] = []
     for number, line in enumerate(text.split("\n"), 1):

@@ -26,6 +26,7 @@ from forma_gui.core import patterns as pats
 from forma_gui.core.bytelevel import NORMALIZERS, ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError
+from forma_gui.formats.file_bytes import read_bytes
 from forma_gui.formats.json_text import parse_json
 from forma_gui.formats.limits import check_id_space
 
@@ -79,16 +80,14 @@ def _load(path: Path, pattern: str | None) -> ByteLevelBPETokenizer:
             fuse_unk=bool(model.get("fuse_unk")), name=path.parent.name or path.name, path=str(path))
     except MergeError as e:
         raise FormatError(f"model.merges[{e.index}]: {e}", path=path) from None
+    except FormatError:
+        raise  # (already names the file: a pattern that does not compile)
     except ValueError as e:
         raise FormatError(f"model: {e}", path=path) from None
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    obj = parse_json(data, path)
+    obj = parse_json(read_bytes(path), path)
     if not isinstance(obj, dict):
         raise FormatError("expected a JSON object at the top level", path=path)
     return obj

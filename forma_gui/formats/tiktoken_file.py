@@ -21,7 +21,8 @@ from forma_gui.core.bytelevel import ByteLevelBPETokenizer
 from forma_gui.core.patterns import ALIASES, PATTERNS, resolve_name
 from forma_gui.core.slices import sliced_dict
 from forma_gui.core.tokenizer import AddedToken
-from forma_gui.errors import FormatError
+from forma_gui.errors import FormatError, shown
+from forma_gui.formats.file_bytes import read_bytes
 from forma_gui.formats.limits import check_id_space, id_limit
 
 #: encoding name -> the special tokens tiktoken registers for it
@@ -47,11 +48,7 @@ def load_tiktoken(path: str | os.PathLike, *, pattern: str | None = None) -> Byt
     path = Path(path)
     encoding = encoding_name(path)
     source = _pattern_for(path, encoding, pattern)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror or e}", path=path) from e
-    ranks = parse_ranks(data, path)
+    ranks = parse_ranks(read_bytes(path), path)
     specials = [AddedToken(content, token_id) for content, token_id in SPECIAL_TOKENS.get(encoding, {}).items()]
     try:
         return ByteLevelBPETokenizer.from_ranks(ranks, pattern=source, added_tokens=specials,
@@ -218,7 +215,7 @@ def _parse_lines(data: bytes, path) -> dict[bytes, int]:
                               path=path, line=number)
         rank = int(parts[1])
         if token in ranks or rank in seen_ranks:
-            what = f"token {token!r}" if token in ranks else f"rank {rank}"
+            what = f"token {shown(token)}" if token in ranks else f"rank {rank}"
             raise FormatError(f"{what} appears twice", path=path, line=number)
         ranks[token] = rank
         seen_ranks.add(rank)

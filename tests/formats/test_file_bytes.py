@@ -53,3 +53,15 @@ def test_read_bytes_limit(tmp_path: Path) -> None:
         read_bytes(path, limit=19, what="index")
     with pytest.raises(FormatError, match="cannot read"):
         read_bytes(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize("opener", [load_tokenizer, open_weights, lambda p: read_bytes(p)])
+def test_named_pipes_are_refused_unread(tmp_path: Path, opener) -> None:
+    """Reading a FIFO blocks until a writer comes: it is refused before it is opened."""
+    import os
+
+    fifo = tmp_path / "model.safetensors"
+    os.mkfifo(fifo)
+    with pytest.raises(FormatError, match="regular file, found a named pipe") as info:
+        opener(fifo)
+    assert str(fifo) in str(info.value)
