@@ -4,6 +4,21 @@ from __future__ import annotations
 import os
 
 
+#: the longest message an error keeps (a hostile file's names can run to megabytes)
+MAX_MESSAGE = 2000
+
+
+def shown(name: str | bytes, limit: int = 100) -> str:
+    """repr() of a name read from a file, cut after `limit` characters.
+
+    >>> shown("blk.0.attn_q.weight"), shown("x" * 500, 4)
+    ("'blk.0.attn_q.weight'", "'xxxx'... (500 characters)")
+    """
+    if len(name) <= limit:
+        return repr(name)
+    return f"{name[:limit]!r}... ({len(name)} {'bytes' if isinstance(name, bytes) else 'characters'})"
+
+
 class FormatError(ValueError):
     """A file could not be read: names the file, the byte offset (or line) and what was expected.
 
@@ -13,6 +28,8 @@ class FormatError(ValueError):
 
     def __init__(self, message: str, *, path: str | os.PathLike | None = None,
                  offset: int | None = None, line: int | None = None) -> None:
+        if len(message) > MAX_MESSAGE:
+            message = f"{message[:MAX_MESSAGE]}... ({len(message)} characters)"
         self.message = message
         self.path = os.fspath(path) if path is not None else None
         self.offset = offset

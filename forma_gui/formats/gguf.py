@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from forma_gui.core.ggml_types import GGML_TYPE_NAMES, GGML_TYPES, tensor_nbytes
-from forma_gui.errors import FormatError
+from forma_gui.errors import FormatError, shown
+from forma_gui.formats.limits import shape_fits
 from forma_gui.formats.lazy_strings import LazyStrings
 from forma_gui.formats.mapped_file import MappedFile
 from forma_gui.formats.tensor_info import TensorInfo
@@ -272,8 +273,8 @@ class GGUFFile(MappedFile):
             start = r.pos
             key = r.string("metadata key")
             if key in self.metadata:
-                raise r.fail(f"duplicate metadata key {key!r}", start)
-            vtype = r.value_type(f"the value of {key!r}")
+                raise r.fail(f"duplicate metadata key {shown(key)}", start)
+            vtype = r.value_type(f"the value of {shown(key)}")
             type_name = VALUE_TYPES[vtype][0]
             if vtype == ARRAY:
                 type_name = f"ARRAY[{self._peek_element_type(r)}]"
@@ -310,7 +311,7 @@ class GGUFFile(MappedFile):
         seen: set[str] = set()
         for start, name, shape, dtype, rel in raw:
             if name in seen:
-                raise FormatError(f"duplicate tensor name {name!r}", path=self.path, offset=start)
+                raise FormatError(f"duplicate tensor name {shown(name)}", path=self.path, offset=start)
             seen.add(name)
             self.tensors.append(self._place(start, name, shape, dtype, rel))
         self._check_overlaps(raw)
@@ -320,34 +321,34 @@ class GGUFFile(MappedFile):
         name = r.string("tensor name")
         n_dims = r.u32("tensor dimension count")
         if n_dims > MAX_DIMS:
-            raise r.fail(f"tensor {name!r} has {n_dims} dimensions (ggml allows at most "
+            raise r.fail(f"tensor {shown(name)} has {n_dims} dimensions (ggml allows at most "
                          f"{MAX_DIMS})", r.pos - 4)
         tail = r.tensor_tail(n_dims)  # u64 dims[n_dims], u32 type, u64 offset: one unpack
         if r.pos + tail.size > r.end:
-            raise r.fail(f"expected the dims, type and data offset of tensor {name!r} "
+            raise r.fail(f"expected the dims, type and data offset of tensor {shown(name)} "
                          f"({tail.size} bytes), but only {r.end - r.pos} bytes are left")
         *dims, type_id, rel = tail.unpack_from(r.buf, r.pos)
         dims_at, r.pos = r.pos, r.pos + tail.size
         dtype = GGML_TYPE_NAMES.get(type_id)
         if dtype is None:
-            raise r.fail(f"tensor {name!r} has unknown GGML type id {type_id}", r.pos - 12)
+            raise r.fail(f"tensor {shown(name)} has unknown GGML type id {type_id}", r.pos - 12)
         self._check_dims(name, dims, dtype, dims_at)
         if rel % self.alignment:
-            raise r.fail(f"tensor {name!r} data offset {rel} is not a multiple of the "
+            raise r.fail(f"tensor {shown(name)} data offset {rel} is not a multiple of the "
                          f"alignment {self.alignment}", r.pos - 8)
         return start, name, tuple(reversed(dims)), dtype, rel
 
     def _check_dims(self, name: str, dims: list[int], dtype: str, at: int) -> None:
         """Dims fit in int64 with their product, and rows hold whole blocks."""
-        if any(d > INT64_MAX for d in dims) or math.prod(dims) > INT64_MAX:
-            raise FormatError(f"dimensions {list(dims)} of {name!r} overflow int64",
+        if any(d > INT64_MAX for d in dims) or not shape_fits(dims):
+            raise FormatError(f"dimensions {list(dims)} of {shown(name)} overflow an array's int64 size",
                               path=self.path, offset=at)
         block = GGML_TYPES[dtype].block_size
         if block > 1 and not dims:
-            raise FormatError(f"tensor {name!r}: a {dtype} tensor needs at least one dimension",
+            raise FormatError(f"tensor {shown(name)}: a {dtype} tensor needs at least one dimension",
                               path=self.path, offset=at)
         if dims and dims[0] % block:
-            raise FormatError(f"tensor {name!r}: row length {dims[0]} is not a multiple of the "
+            raise FormatError(f"tensor {shown(name)}: row length {dims[0]} is not a multiple of the "
                               f"{dtype} block size {block}", path=self.path, offset=at)
 
     def _place(self, start: int, name: str, shape: tuple[int, ...], dtype: str,
@@ -355,7 +356,7 @@ class GGUFFile(MappedFile):
         nbytes = tensor_nbytes(dtype, math.prod(shape))  # whole blocks: _check_dims saw to it
         offset = self.data_offset + rel
         if offset + nbytes > self.file_size:
-            raise FormatError(f"tensor {name!r} ({nbytes} bytes at data offset {rel}) ends at "
+            raise FormatError(f"tensor {shown(name)} ({nbytes} bytes at data offset {rel}) ends at "
                               f"byte {offset + nbytes}, past the end of the file "
                               f"({self.file_size} bytes)", path=self.path, offset=start)
         return TensorInfo(name, shape, dtype, offset, nbytes, self.path)
@@ -365,8 +366,8 @@ class GGUFFile(MappedFile):
         ordered = sorted(self.tensors, key=lambda t: (t.offset, t.nbytes))
         for prev, cur in zip(ordered, ordered[1:]):
             if cur.offset < prev.end and cur.nbytes and prev.nbytes:
-                raise FormatError(f"tensor {cur.name!r} (bytes {cur.offset}..{cur.end}) overlaps "
-                                  f"{prev.name!r} (bytes {prev.offset}..{prev.end})",
+                raise FormatError(f"tensor {shown(cur.name)} (bytes {cur.offset}..{cur.end}) overlaps "
+                                  f"{shown(prev.name)} (bytes {prev.offset}..{prev.end})",
                                   path=self.path, offset=starts[cur.name])
 
     # -- data access (data, check_size, close: MappedFile) --------------------------------

@@ -37,7 +37,7 @@ from forma_gui.core.llama_vocab import TYPE_ATTRS, ATTR_NORMAL, LlamaTokenizer, 
 from forma_gui.core.slices import (sliced_all, sliced_dict, sliced_join, sliced_set,
                                    sliced_split)
 from forma_gui.core.wordpiece import WordPieceTokenizer
-from forma_gui.errors import FormatError
+from forma_gui.errors import FormatError, shown
 from forma_gui.formats.gguf import GGUFFile
 from forma_gui.formats.gguf_split import first_shard_path
 from forma_gui.formats import token_table
@@ -120,12 +120,12 @@ def load_gguf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) 
 def _build(meta: _Meta, name: str, pattern: str | None) -> LlamaTokenizer:
     model = meta.get(K + "model", ("STRING",), required=True)
     if model in ("no_vocab", "none"):
-        raise meta.fail(K + "model", f"{model!r}: the file has no vocabulary")
+        raise meta.fail(K + "model", f"{shown(model)}: the file has no vocabulary")
     if model in UNSUPPORTED_MODELS:
-        raise meta.fail(K + "model", f"tokenizer model {model!r} is not supported (supported: "
+        raise meta.fail(K + "model", f"tokenizer model {shown(model)} is not supported (supported: "
                                      f"{', '.join(FAMILIES)})")
     if model not in FAMILIES:
-        raise meta.fail(K + "model", f"unknown tokenizer model {model!r} (llama.cpp refuses it; "
+        raise meta.fail(K + "model", f"unknown tokenizer model {shown(model)} (llama.cpp refuses it; "
                                      f"known: {', '.join(FAMILIES)})")
     family, default_ids, family_flags = FAMILIES[model]
     tokens, token_ids, table = _tokens(meta)
@@ -175,7 +175,7 @@ def _tokens(meta: _Meta) -> tuple[Sequence[str], dict[str, int] | None, TokenTab
     if len(ids) != len(tokens):
         for i, t in enumerate(tokens):
             if ids[t] != i:
-                raise meta.fail(K + "tokens", f"token {i} {t!r} repeats token {ids[t]} "
+                raise meta.fail(K + "tokens", f"token {i} {shown(t)} repeats token {ids[t]} "
                                               "(llama.cpp asserts the texts are unique)")
     return tokens, ids, table
 
@@ -216,7 +216,7 @@ def _pre_tokenizer(meta: _Meta, name: str | None, pattern: str | None):
     except UnknownPreTokenizer as e:
         raise meta.fail(K + "pre", str(e)) from None
     if not pre.byte_encode:
-        raise meta.fail(K + "pre", f"pre-tokenizer {name!r} works on raw UTF-8 (SPM-style BPE), "
+        raise meta.fail(K + "pre", f"pre-tokenizer {shown(name)} works on raw UTF-8 (SPM-style BPE), "
                                    "which is not supported")
     if pattern is not None:
         from dataclasses import replace
@@ -274,10 +274,10 @@ def _merges(meta: _Meta, vocab: LlamaVocab, pre_name: str | None,
     for i, merge in enumerate(merges):
         cut = merge.find(" ", 1)
         if cut < 0:
-            raise meta.fail(key, f"merge {i} {merge!r} has no space separating two tokens")
+            raise meta.fail(key, f"merge {i} {shown(merge)} has no space separating two tokens")
         for part in (merge[:cut], merge[cut + 1:]):
             if part not in ids:
-                raise meta.fail(key, f"merge {i} {merge!r} names {part!r}, which is not a token")
+                raise meta.fail(key, f"merge {i} {shown(merge)} names {shown(part)}, which is not a token")
     return merges, None
 
 

@@ -31,3 +31,22 @@ def check_id_space(max_id: int, n_entries: int, what: str, path: str | os.PathLi
     if max_id >= limit:
         raise FormatError(f"{what} {max_id} is far past the {n_entries} entries: ids index dense "
                           f"tables, so they must stay below {limit}", path=path, line=line)
+
+
+#: numpy's limit on an array's bytes (and on each of its dimensions): intp's largest value
+MAX_ARRAY_BYTES = 2**63 - 1
+
+
+def shape_fits(shape, itemsize: int = 8) -> bool:
+    """Whether arrays of `shape` (with `itemsize`-byte elements: 8 covers every float32 and
+    float64 view the app makes) can exist, even when a zero dimension leaves them empty: numpy
+    refuses a (0, 2**62) array, so a file that declares one is refused at open instead.
+
+    >>> shape_fits((4096, 32000)), shape_fits((0, 2**62)), shape_fits((0, 5))
+    (True, False, True)
+    """
+    size = itemsize
+    for dim in shape:
+        if dim:
+            size *= dim
+    return size <= MAX_ARRAY_BYTES

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from forma_gui.errors import FormatError
+from forma_gui.errors import FormatError, shown
 from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.limits import shape_fits
 from forma_gui.formats.mapped_file import MappedFile
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo
 
@@ -90,7 +91,7 @@ class SafetensorsFile(MappedFile):
         return tensors
 
     def _tensor(self, name: str, entry: Any) -> TensorInfo:
-        where = f"tensor {name!r}"
+        where = f"tensor {shown(name)}"
         if not isinstance(entry, dict):
             raise self._fail(f"{where}: expected an object with dtype, shape, data_offsets",
                              HEADER_LENGTH_BYTES)
@@ -110,11 +111,14 @@ class SafetensorsFile(MappedFile):
                end: int) -> TensorInfo:
         data_size = self.file_size - self.data_offset
         if not 0 <= begin <= end <= data_size:
-            raise self._fail(f"tensor {name!r}: data_offsets [{begin}, {end}] outside the "
+            raise self._fail(f"tensor {shown(name)}: data_offsets [{begin}, {end}] outside the "
                              f"{data_size}-byte data section", HEADER_LENGTH_BYTES)
+        if not shape_fits(shape):
+            raise self._fail(f"tensor {shown(name)}: shape {list(shape)!s:.80} is too large for an "
+                             "array", HEADER_LENGTH_BYTES)
         expected = math.prod(shape) * SAFETENSORS_DTYPES[dtype].itemsize
         if end - begin != expected:
-            raise self._fail(f"tensor {name!r}: shape {list(shape)} of {dtype} needs {expected} "
+            raise self._fail(f"tensor {shown(name)}: shape {list(shape)} of {dtype} needs {expected} "
                              f"bytes, but data_offsets span {end - begin}", HEADER_LENGTH_BYTES)
         return TensorInfo(name, shape, dtype, self.data_offset + begin, end - begin, self.path)
 
@@ -125,7 +129,7 @@ class SafetensorsFile(MappedFile):
             if t.offset != at:
                 problem = "overlaps the tensor before it" if t.offset < at else \
                     f"leaves a hole of {t.offset - at} bytes before it"
-                raise self._fail(f"tensor {t.name!r} at byte {t.offset} {problem}", at)
+                raise self._fail(f"tensor {shown(t.name)} at byte {t.offset} {problem}", at)
             at = t.end
         if at != self.file_size:
             raise self._fail(f"{self.file_size - at} bytes after the last tensor belong to "

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 import numpy as np
 
 from forma_gui.core.ggml_types import tensor_nbytes
-from forma_gui.errors import FormatError
+from forma_gui.errors import FormatError, shown
 from forma_gui.formats.file_bytes import PICKLE_HINT, read_bytes, read_head
 from forma_gui.formats.json_text import parse_json
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo, storage_dtype
@@ -84,7 +84,7 @@ class WeightFile:
         if t.dtype in ELEMENT_STORAGE:
             return ELEMENT_TO_F32.get(t.dtype, _astype_f32)(raw).reshape(t.shape)
         if self._sources[t.file].byte_order != "<":
-            raise FormatError(f"tensor {name!r}: big-endian {t.dtype} blocks are not supported",
+            raise FormatError(f"tensor {shown(name)}: big-endian {t.dtype} blocks are not supported",
                               path=t.file, offset=t.offset)
         return _dequantize_blocks(raw, t.dtype).reshape(t.shape)
 
@@ -133,7 +133,8 @@ def _type_name(value: Any) -> str:
 # -- element conversions ------------------------------------------------------------------
 
 def _astype_f32(raw: np.ndarray) -> np.ndarray:
-    return raw.astype(np.float32)
+    with np.errstate(over="ignore"):  # float64 past float32's range becomes inf, as a cast does
+        return raw.astype(np.float32)
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -297,7 +298,7 @@ def _union(sources: list[Any]) -> list[TensorInfo]:
     for s in sources:
         for t in s.tensors:
             if t.name in seen:
-                raise FormatError(f"tensor {t.name!r} is in both {seen[t.name]} and {s.path}",
+                raise FormatError(f"tensor {shown(t.name)} is in both {seen[t.name]} and {s.path}",
                                   path=s.path)
             seen[t.name] = s.path
             tensors.append(t)

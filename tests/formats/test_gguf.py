@@ -311,15 +311,25 @@ def f32_tensor_file(*infos: bytes, data: bytes = b"\0" * 64) -> bytes:
     (f32_tensor_file(tinfo("w", (8,), 0, 0), tinfo("v", (4,), 0, 0)), "overlaps"),
     (f32_tensor_file(tinfo("w", (4,), 0, 0), tinfo("w", (4,), 0, 32)), "duplicate tensor"),
     (f32_tensor_file(tinfo("w", (4,), 99, 0)), "unknown GGML type id 99"),
-    (f32_tensor_file(tinfo("w", (2**31, 2**31), 0, 0)), "past the end"),
+    (f32_tensor_file(tinfo("w", (2**31, 2**28), 0, 0)), "past the end"),
+    (f32_tensor_file(tinfo("w", (2**31, 2**31), 0, 0)), "overflow"),      # 2^65 bytes as float64
     (f32_tensor_file(tinfo("w", (2**62, 2**62), 0, 0)), "overflow"),
     (f32_tensor_file(tinfo("w", (HUGE,), 0, 0)), "overflow"),
+    (f32_tensor_file(tinfo("w", (2**62, 0), 0, 0)), "overflow"),          # no elements, but numpy
+    (f32_tensor_file(tinfo("w", (0, 2**62), 0, 0)), "overflow"),          # refuses such an array
     (f32_tensor_file(tinfo("w", (1, 1, 1, 1, 1), 0, 0)), "5 dimensions"),
     (f32_tensor_file(tinfo("w", (16,), 2, 0)), "block size 32"),           # Q4_0 row of 16
 ])
 def test_bad_tensor_infos(tmp_path: Path, blob: bytes, words: str) -> None:
     err = open_bad(write(tmp_path, blob))
     assert words in str(err) and err.offset is not None and err.offset >= 24
+
+
+def test_a_megabyte_name_gives_a_short_message(tmp_path: Path) -> None:
+    """Names from the file are cut in messages: a hostile key must not make a huge error."""
+    err = open_bad(write(tmp_path, build([kv("k" * (1 << 20), 99, b"")])))
+    assert len(str(err)) < 1000 and f"({1 << 20} characters)" in str(err)
+    assert err.offset == 24 + 8 + (1 << 20)   # at the value type after the key
 
 
 def test_huge_n_dims(tmp_path: Path) -> None:

@@ -196,7 +196,8 @@ def entry(dtype: str = "F32", shape: list = (2,), offsets: list = (0, 8)) -> dic
     (blob({"w": entry(offsets=[0])}, b"\0" * 8), 8, "data_offsets"),
     (blob({"w": entry(offsets=[0, 2**70])}, b"\0" * 8), 8, "outside"),
     (blob({"w": entry(offsets=[8, 0])}, b"\0" * 8), 8, "outside"),
-    (blob({"w": entry(shape=[2**40, 2**40])}, b"\0" * 8), 8, "needs"),
+    (blob({"w": entry(shape=[2**40, 2**40])}, b"\0" * 8), 8, "too large"),
+    (blob({"w": entry(shape=[0, 2**62], offsets=[0, 0])}, b""), 8, "too large"),  # empty, no array
     (blob({"w": entry(shape=[3])}, b"\0" * 8), 8, "needs 12 bytes"),
     (blob({"w": entry(), "v": entry(offsets=[4, 12])}, b"\0" * 12), None, "overlaps"),
     (blob({"w": entry(offsets=[4, 12])}, b"\0" * 12), None, "hole"),
