@@ -1228,10 +1228,10 @@ def _inner_pairs(token_bytes: list[bytes]) -> bytes:
     lengths = sliced_array(map(len, token_bytes), np.int64)  # in slices, as in _inner_triples
     data = np.frombuffer(sliced_join(b"", token_bytes), dtype=np.uint8).astype(np.int32)
     codes = data[:-1] << 8 | data[1:]                    # (n_bytes - 1,) every neighbouring pair
-    inside = np.ones(len(codes), dtype=bool)
+    inside = np.ones(len(data), dtype=bool)              # (one more: empty pieces may end the list)
     inside[np.cumsum(lengths)[:-1][lengths[:-1] > 0] - 1] = False  # pairs across two tokens
     table = np.zeros(1 << 16, dtype=np.uint8)
-    table[codes[inside]] = 1
+    table[codes[inside[:len(codes)]]] = 1
     return table.tobytes()
 
 

@@ -14,6 +14,9 @@ from forma_gui.errors import FormatError
 from forma_gui.formats.file_bytes import read_head
 from forma_gui.formats.json_text import parse_json
 
+#: a UTF-8 byte order mark
+BOM = b"\xef\xbb\xbf"
+
 if TYPE_CHECKING:  # pragma: no cover
     from forma_gui.core.tokenizer import Tokenizer
 
@@ -59,12 +62,13 @@ def sniff(path: Path) -> str:
     head = read_head(path, 4096)
     if head[:4] == b"GGUF":
         return "gguf"
-    stripped = head.lstrip()
+    stripped = head.removeprefix(BOM).lstrip()   # (a byte order mark, as Windows editors write)
     if stripped[:1] == b"{":
         return _sniff_json(path, head)
     if stripped.startswith(b"#version") or path.name.endswith((".bpe", "merges.txt")):
         return "gpt2-merges"
-    if _looks_like_tiktoken(head):
+    if _looks_like_tiktoken(head, whole=len(head) < 4096) or (
+            path.name.endswith(".tiktoken") and not head.strip()):
         return "tiktoken"
     if head[:1] == b"\x0a":  # protobuf field 1 (pieces), length-delimited
         return "sentencepiece"
@@ -84,11 +88,16 @@ def _sniff_json(path: Path, head: bytes) -> str:
     return "gpt2-json"
 
 
-def _looks_like_tiktoken(head: bytes) -> bool:
-    """Lines of `base64 rank`."""
-    lines = head.split(b"\n")[:4]
-    for line in lines[:-1] or lines:
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            return False
-    return True
+def _looks_like_tiktoken(head: bytes, whole: bool) -> bool:
+    """Lines of `base64 rank` (blank lines skipped, as tiktoken does; the last line of a head
+    cut from a longer file may be cut too).
+
+    >>> _looks_like_tiktoken(b"IQ== 0\\n\\nIg== 1\\n", True), _looks_like_tiktoken(b"\\n\\n", True)
+    (True, False)
+    """
+    lines = head.split(b"\n")
+    if not whole:
+        lines = lines[:-1]
+    lines = [line for line in lines if line.strip()][:4]
+    return bool(lines) and all(len(parts) == 2 and parts[1].isdigit()
+                               for parts in map(bytes.split, lines))

@@ -117,3 +117,29 @@ def test_small_vocabulary_known_answer(tmp_path):
     assert tok.encode("aaaa") == [1, 1]
     assert tok.encode("aaa") == [2]
     assert [s.result for s in tok.merge_steps("aaa")] == ["aa", "aaa"]
+
+
+def _byte_vocab() -> dict[str, int]:
+    from forma_gui.core.byte_map import BYTE_TO_UNICODE
+
+    return {BYTE_TO_UNICODE[b]: b for b in range(256)}
+
+
+def test_an_empty_piece_in_the_vocabulary_is_never_produced(tmp_path):
+    """HF loads a vocab.json holding "" and never emits it; it must not break our tables."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = _byte_vocab() | {"he": 256, "ll": 257, "": 258}
+    path = _pair(tmp_path, vocab, "#version: 0.2\nh e\nl l\n")
+    ref = Tokenizer(models.BPE.from_file(str(path), str(tmp_path / "merges.txt")))
+    ref.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok = load_gpt2(path)
+    for text in ("hello", "hell he", "", "ééll"):
+        assert tok.encode(text) == ref.encode(text, add_special_tokens=False).ids
+    assert tok.decode([258, 256]) == "he"
+
+
+def test_a_byte_order_mark_before_merges_is_skipped(tmp_path):
+    vocab = _byte_vocab() | {"he": 256}
+    path = _pair(tmp_path, vocab, "\ufeff#version: 0.2\nh e\n")
+    assert load_gpt2(path).encode("hehe") == [256, 256]

@@ -159,6 +159,8 @@ def test_missing_bytes_are_dropped_or_unknown(tmp_path):
     (lambda s: s["model"].update(merges=[["a", "b"], ["a", ["a"]]]), r"model.merges\[1\]"),
     (lambda s: s["model"].update(merges=[["a", "b"], ["a"]]), r"model.merges\[1\]"),
     (lambda s: s["model"].update(merges=[["a", "b"], 5]), r"model.merges\[1\]"),
+    (lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "(x"}, "behavior": "Isolated"}, BYTELEVEL]}), "regex"),
 ])
 def test_unsupported_or_bad_content_is_a_format_error(tmp_path, edit, match):
     small = ({"a": 0, "b": 1, "ab": 2, "Ġ": 3}, ["a b", "a a", "b b"])
@@ -167,8 +169,17 @@ def test_unsupported_or_bad_content_is_a_format_error(tmp_path, edit, match):
     spec = json.loads(path.read_text("utf-8"))
     edit(spec)
     path.write_text(json.dumps(spec), "utf-8")
-    with pytest.raises(FormatError, match=match):
+    with pytest.raises(FormatError, match=match) as info:
         load_hf_tokenizer(path)
+    assert str(info.value).count(str(path)) == 1
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path, gpt2_model):
+    """Windows editors save JSON with a UTF-8 BOM; detection and the parser both skip it."""
+    path = _write(tmp_path, gpt2_model, pre_tokenizer=BYTELEVEL)
+    plain = load_tokenizer(path).encode("Hello world")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load_tokenizer(path).encode("Hello world") == plain
 
 
 def test_the_garbage_collector_is_left_as_it_was(tmp_path, gpt2_model):

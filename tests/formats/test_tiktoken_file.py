@@ -197,3 +197,12 @@ def test_fast_parse_when_the_last_rank_is_the_shortest():
 
     for data in (b"IQ== 0\nIg== 123456\nIw== 2\n", b"IQ== 0\nIg== 123456\nIw== 2"):
         assert _parse_canonical(data) == _parse_lines(data, "x.tiktoken") == {b"!": 0, b'"': 123456, b"#": 2}
+
+
+def test_detection_skips_blank_lines_as_the_parser_does(tmp_path):
+    """tiktoken's loader skips blank lines; `load_tokenizer` must recognise such a file."""
+    src = data_file("tiktoken", "r50k_base.tiktoken").read_bytes()
+    path = _write(tmp_path, b"\n\n" + src.replace(b"\n", b"\n\n", 3))
+    assert load_tokenizer(path).encode("Hello world") == [15496, 995]
+    with pytest.raises(FormatError, match="no ranks"):
+        load_tokenizer(_write(tmp_path, b"\n\n"))
