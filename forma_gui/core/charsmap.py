@@ -72,7 +72,7 @@ class CharsMap:
     """
 
     def __init__(self, blob: bytes, *, path: str | None = None, strict: bool = True,
-                 stop_at_nul: bool = False) -> None:
+                 stop_at_nul: bool = False, offset: int | None = None) -> None:
         self.units: array = array("I")
         self.normalized = b""
         self.stop_at_nul = stop_at_nul  # llama.cpp's walk ends at a 0x00 input byte
@@ -80,34 +80,33 @@ class CharsMap:
         self._first: bytes | None = None  # lazily: which first bytes can start a match
         self._children: tuple[list[int], list[tuple[int, int]]] | None = None  # `children`
         if blob:
-            self._decode(bytes(blob), path, strict)
+            self._decode(bytes(blob), path, strict, offset)
 
-    def _decode(self, blob: bytes, path: str | None, strict: bool) -> None:
+    def _decode(self, blob: bytes, path: str | None, strict: bool, at: int | None) -> None:
         """Split and check the blob (normalizer.cc DecodePrecompiledCharsMap and darts
         ``validate``; `strict` adds sentencepiece's size and termination rules, which
-        llama.cpp does not make)."""
+        llama.cpp does not make). `at`: the blob's offset in its file, for the errors."""
+        def fail(message: str, where: int) -> FormatError:
+            return FormatError(f"precompiled charsmap: {message}", path=path,
+                               offset=None if at is None else at + where)
+
         if len(blob) <= 4:
-            raise FormatError("precompiled charsmap: expected a 4-byte trie size and a trie",
-                              path=path)
+            raise fail("expected a 4-byte trie size and a trie", 0)
         (size,) = struct.unpack_from("<I", blob, 0)
         if size >= len(blob) - 4 or size % 4:
-            raise FormatError(f"precompiled charsmap: trie size {size} does not fit the "
-                              f"{len(blob)}-byte blob", path=path)
+            raise fail(f"trie size {size} does not fit the {len(blob)}-byte blob", 0)
         normalized = blob[4 + size:]
         if strict and (size < 1024 or size % 1024):
-            raise FormatError(f"precompiled charsmap: trie size {size} is not a multiple of "
-                              "1024", path=path)
+            raise fail(f"trie size {size} is not a multiple of 1024", 0)
         if strict and not normalized.endswith(b"\0"):
-            raise FormatError("precompiled charsmap: the normalized strings must end with NUL",
-                              path=path)
+            raise fail("the normalized strings must end with NUL", len(blob) - 1)
         units = array("I")
         units.frombytes(blob[4:4 + size])
         if struct.pack("=I", 1) != struct.pack("<I", 1):
             units.byteswap()  # the blob is little-endian on every platform
         problem = validate_units(units, len(normalized))
         if problem:
-            raise FormatError(f"precompiled charsmap: invalid double array ({problem})",
-                              path=path)
+            raise fail(f"invalid double array ({problem})", 4)
         self.units = units
         self.normalized = normalized
 

@@ -43,6 +43,7 @@ class Field:
     wire_type: int
     value: int | bytes
     offset: int  # byte offset of the field's tag, for error messages
+    value_at: int = -1  # byte offset of a LEN field's first value byte (else the tag's)
 
 
 def read_varint(buf: bytes | memoryview, pos: int, end: int, *,
@@ -82,7 +83,13 @@ def iter_fields(buf: bytes | memoryview, start: int = 0, end: int | None = None,
                               offset=base + tag_at)
         value, pos = read_value(buf, pos, end, wire_type, number, path, base, tag_at)
         if wire_type != SGROUP:
-            yield Field(number, wire_type, value, base + tag_at)
+            yield Field(number, wire_type, value, base + tag_at, base + value_start(value, pos, tag_at))
+
+
+def value_start(value: int | bytes, after: int, tag_at: int) -> int:
+    """Where a field's value begins, from the position after it: a LEN value's first byte,
+    else the tag."""
+    return after - len(value) if isinstance(value, bytes) else tag_at
 
 
 def read_value(buf: bytes | memoryview, pos: int, end: int, wire_type: int, number: int,

@@ -34,7 +34,7 @@ from forma_gui.core.tokenizer import AddedToken, Tokenizer
 from forma_gui.errors import FormatError
 from forma_gui.formats.protobuf_wire import (I32, LEN, SGROUP, VARINT, Field, as_float,
                                              as_int32, as_text, iter_fields, read_value,
-                                             read_varint)
+                                             read_varint, value_start)
 
 #: TrainerSpec.ModelType -> algorithm name
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
@@ -145,7 +145,9 @@ def _next_field(data: bytes, pos: int, end: int, path: str | None) -> tuple[Fiel
     if tag >> 3 == 0:
         raise FormatError("expected a field number >= 1, found 0", path=path, offset=tag_at)
     value, pos = read_value(data, pos, end, tag & 7, tag >> 3, path, 0, tag_at)
-    return (None if tag & 7 == SGROUP else Field(tag >> 3, tag & 7, value, tag_at)), pos
+    field = None if tag & 7 == SGROUP else Field(tag >> 3, tag & 7, value, tag_at,
+                                                 value_start(value, pos, tag_at))
+    return field, pos
 
 
 def _decode_pieces(model: ModelProto, data: bytes, bodies: array,
@@ -215,7 +217,7 @@ def _parse_piece(raw: bytes, index: int, offset: int, path: str | None) -> tuple
 def _merge(target: dict[str, Any], f: Field, table: dict[int, tuple[str, str, Any]],
            what: str, path: str | None) -> None:
     """Parse a sub-message into `target` (protobuf merges repeated sub-messages)."""
-    for g in iter_fields(f.value, path=path, base=f.offset + 1):
+    for g in iter_fields(f.value, path=path, base=f.value_at):
         spec = table.get(g.number)
         if spec is None:
             continue
@@ -224,6 +226,8 @@ def _merge(target: dict[str, Any], f: Field, table: dict[int, tuple[str, str, An
         if kind == "enum" and as_int32(g.value) not in MODEL_TYPES:
             continue  # proto2 closed enum: an unknown value leaves the field unset
         target[name] = _convert(g.value, kind)
+        if kind == "bytes":
+            target[name + "_at"] = g.value_at  # (for the charsmap's error messages)
 
 
 def _convert(raw: int | bytes, kind: str) -> Any:
@@ -315,7 +319,8 @@ def _check_unigram(model: ModelProto, path: str | None) -> None:
 def make_normalizer(spec: dict[str, Any], *, treat_whitespace_as_suffix: bool = False,
                     path: str | None = None) -> Normalizer:
     """A Normalizer from a NormalizerSpec dict."""
-    charsmap = CharsMap(spec["precompiled_charsmap"], path=path)
+    charsmap = CharsMap(spec["precompiled_charsmap"], path=path,
+                        offset=spec.get("precompiled_charsmap_at"))
     return Normalizer(charsmap, name=spec["name"], add_dummy_prefix=spec["add_dummy_prefix"],
                       remove_extra_whitespaces=spec["remove_extra_whitespaces"],
                       escape_whitespaces=spec["escape_whitespaces"],

@@ -117,8 +117,9 @@ def test_corrupt_charsmap_units_refused(tmp_path):
     m.normalizer_spec.precompiled_charsmap = bytes(blob)
     path = _write(tmp_path, m)
     assert _library_refuses(path)
-    with pytest.raises(FormatError, match="double array"):
+    with pytest.raises(FormatError, match="double array") as info:
         load_sentencepiece(path)
+    assert info.value.offset == path.read_bytes().find(bytes(blob)) + 4  # the trie's first byte
 
 
 @pytest.mark.parametrize("cut", [1, 2, 3, 50, 1000, 200000, -1])
