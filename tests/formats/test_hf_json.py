@@ -161,6 +161,8 @@ def test_missing_bytes_are_dropped_or_unknown(tmp_path):
     (lambda s: s["model"].update(merges=[["a", "b"], 5]), r"model.merges\[1\]"),
     (lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
         {"type": "Split", "pattern": {"Regex": "(x"}, "behavior": "Isolated"}, BYTELEVEL]}), "regex"),
+    (lambda s: s["model"]["vocab"].update({"c\udc80": 9}), r"model.vocab\['c\\udc80'\]: a lone"),
+    (lambda s: s["added_tokens"].append({"id": 9, "content": "\ud800"}), r"added_tokens\[0\].*a lone"),
 ])
 def test_unsupported_or_bad_content_is_a_format_error(tmp_path, edit, match):
     small = ({"a": 0, "b": 1, "ab": 2, "Ġ": 3}, ["a b", "a a", "b b"])
