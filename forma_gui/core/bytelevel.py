@@ -68,7 +68,7 @@ from forma_gui.core.byte_map import (
 # a 262k vocabulary loads in slices: one C-level pass over it held the GIL for ~100 ms
 from forma_gui.core.slices import (SLICE, pause, release, sliced_all, sliced_array, sliced_dict,
                                    sliced_join, sliced_map, sliced_set)
-from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer
+from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer, check_id
 
 #: entries per cache (chunks, pre-tokens, parts) before it is cleared
 CACHE_LIMIT = 1 << 18
@@ -339,9 +339,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         return b"".join(map(self._bytes.__getitem__, ids))
 
     def _check_id(self, token_id: int) -> int:
-        if not 0 <= token_id < len(self._bytes):
-            raise IndexError(f"token id {token_id} is outside 0..{len(self._bytes) - 1}")
-        return token_id
+        return check_id(token_id, len(self._bytes))
 
     # ---- encoding ------------------------------------------------------------------------------
     def prepare(self, text: str) -> str:

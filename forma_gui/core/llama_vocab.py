@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Sequence
 
 from forma_gui.core.sentencepiece import byte_to_char_offsets, tile_columns, tile_spans
 from forma_gui.core.slices import sliced_dict
-from forma_gui.core.tokenizer import AddedToken, Token, Tokenizer
+from forma_gui.core.tokenizer import AddedToken, Token, Tokenizer, check_id
 
 # llama_token_attr bits (llama.h)
 ATTR_UNDEFINED, ATTR_UNKNOWN, ATTR_UNUSED, ATTR_NORMAL = 0, 1 << 0, 1 << 1, 1 << 2
@@ -106,7 +106,7 @@ class LlamaVocab:
 
     def text(self, token_id: int) -> str:
         """One token's text, without decoding all of them."""
-        return self._texts[token_id]
+        return self._texts[check_id(token_id, len(self._texts))]
 
     @property
     def token_to_id(self) -> dict[str, int]:
@@ -121,6 +121,7 @@ class LlamaVocab:
 
     def score(self, token_id: int) -> float:
         """The stored score of `token_id` (0.0 when the file has no scores)."""
+        check_id(token_id, len(self._texts))
         return 0.0 if self.scores is None else float(self.scores[token_id])
 
     def __len__(self) -> int:
@@ -196,7 +197,7 @@ class LlamaVocab:
             self._set(ids, "[MASK]", ATTR_LSTRIP)
 
     def token_type(self, token_id: int) -> str:
-        attr = self.attrs[token_id]
+        attr = self.attrs[check_id(token_id, len(self._texts))]
         return next((name for bit, name in ATTR_NAMES if attr & bit), "normal")
 
     # ---- tokenizer_st_partition ------------------------------------------------------------
@@ -403,6 +404,7 @@ class LlamaTokenizer(Tokenizer):
         (`segment`, `decode_bytes` and the live encoder ask once per token: ~8 us uncached)."""
         data = self._token_bytes.get(token_id)
         if data is None:
+            check_id(token_id, len(self.vocab))
             data = self.vocab.piece_bytes(token_id, self._normal_bytes(token_id), True)
             self._token_bytes[token_id] = data
         return data

@@ -35,7 +35,7 @@ from typing import Callable, Hashable, Iterable, Iterator, Sequence
 
 from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.slices import cut_slices, sliced_array
-from forma_gui.core.tokenizer import AddedToken, MergeStep, Token, Tokenizer
+from forma_gui.core.tokenizer import AddedToken, MergeStep, Token, Tokenizer, check_id
 
 SPACE = "\u2581"                     # ▁ LOWER ONE EIGHTH BLOCK, the whitespace meta symbol
 SPACE_BYTES = SPACE.encode("utf-8")  # b"\xe2\x96\x81"
@@ -1358,7 +1358,7 @@ class SentencePieceTokenizer(Tokenizer):
         return len(self.pieces)
 
     def piece(self, token_id: int) -> str:
-        return self.pieces[token_id]
+        return self.pieces[check_id(token_id, len(self.pieces))]
 
     def id_of(self, piece: str) -> int | None:
         if self._piece_ids is None:
@@ -1369,14 +1369,14 @@ class SentencePieceTokenizer(Tokenizer):
         return self._piece_ids.get(piece)
 
     def token_type(self, token_id: int) -> str:
-        return PIECE_TYPES.get(self.types[token_id], "normal")
+        return PIECE_TYPES.get(self.types[check_id(token_id, len(self.types))], "normal")
 
     def token_score(self, token_id: int) -> float | None:
-        return self.scores[token_id]
+        return self.scores[check_id(token_id, len(self.types))]
 
     def token_bytes(self, token_id: int) -> bytes:
         """What the token decodes to on its own: ▁ -> space, <0xNN> -> the byte."""
-        kind = self.types[token_id]
+        kind = self.types[check_id(token_id, len(self.types))]
         if kind == CONTROL:
             return b""
         if kind == UNKNOWN:
@@ -2009,8 +2009,9 @@ class SentencePieceTokenizer(Tokenizer):
         queue = bytearray()
         is_bos_ws = True
         written = False
+        size = len(self.types)
         for token_id in ids:
-            kind = self.types[token_id]
+            kind = self.types[check_id(token_id, size)]
             if kind == BYTE:
                 queue.append(piece_to_byte(self.pieces[token_id]) or 0)
                 continue

@@ -56,6 +56,22 @@ class MergeStep:
     symbols: tuple[str, ...] = field(default=())  # the symbol list after the merge
 
 
+def check_id(token_id: int, size: int) -> int:
+    """`token_id` if it names one of `size` tokens, else IndexError (a negative id must not
+    index from the end, as a Python list would).
+
+    >>> check_id(3, 10)
+    3
+    >>> check_id(-1, 10)
+    Traceback (most recent call last):
+    ...
+    IndexError: token id -1 is outside 0..9
+    """
+    if not 0 <= token_id < size:
+        raise IndexError(f"token id {token_id} is outside 0..{size - 1}")
+    return token_id
+
+
 class Tokenizer(ABC):
     """Text <-> ids. Subclasses supply the vocabulary and the ordinary (non-special) encoder."""
 
