@@ -117,7 +117,8 @@ class _Slicer:
         self.columns = Columns(array("i"), array("i"), array("i"), bytearray())
         self.nbytes = 0
         self.matches: list[tuple[int, int]] = []
-        self.special = special and bool(tokenizer.added_tokens)
+        self.added = tokenizer.matched_added(special) if tokenizer.added_tokens else ()
+        self.special = bool(self.added)  # (added tokens to cut out first)
 
     def run(self) -> Generator[tuple[int, int], None, None]:
         """Encode the whole text; spans are worked out (and progress yielded) per region of
@@ -145,7 +146,7 @@ class _Slicer:
             yield 0, len(self.text), None
             return
         pos = 0
-        for start, end, token_id in _added_matches(self.tokenizer, self.text, self.size):
+        for start, end, token_id in _added_matches(self.tokenizer, self.text, self.size, self.added):
             self._check_seam(start)
             self._check_seam(end)
             if start > pos:
@@ -238,19 +239,19 @@ def _next_cut(pattern: regex.Pattern, text: str, lo: int, hi: int) -> int | None
         width *= 2
 
 
-def _added_matches(tokenizer: "Tokenizer", text: str, window: int):
+def _added_matches(tokenizer: "Tokenizer", text: str, window: int, tokens: tuple):
     """(start, end, id) of each added-token match, as one leftmost-longest scan finds them.
 
     Each window is scanned `longest` characters past its end, so every match starting in it
     is seen whole; matches starting past the end are left to the next window, which starts
     at the window's end or after the last match, whichever is later.
     """
-    longest = max((len(t.content) for t in tokenizer.added_tokens), default=0)
+    longest = max((len(t.content) for t in tokens), default=0)
     pos, n = 0, len(text)
     while pos < n:
         end = min(n, pos + window)
         at, resume = pos, end
-        for piece, token in split_added(tokenizer, text[pos:end + longest]):
+        for piece, token in split_added(tokenizer, text[pos:end + longest], tokens):
             if at >= end:
                 break
             if token is not None:

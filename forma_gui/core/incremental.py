@@ -1185,7 +1185,7 @@ def _plan(tokenizer: "Tokenizer", special: bool) -> _Plan:
             plans[special] = maker(tokenizer, special)
         return plans[special]
     pattern, reason = _incremental_pattern(tokenizer, special)
-    matched = tuple((t.content, t.id) for t in tokenizer.added_tokens) if special else ()
+    matched = tuple((t.content, t.id) for t in tokenizer.matched_added(special))
     return _Plan(pattern, reason, matched, frozenset(tokenizer.special_ids))
 
 
@@ -1331,9 +1331,9 @@ def _incremental_pattern(tokenizer: "Tokenizer", special: bool) -> tuple[regex.P
         return None, f"{tokenizer.kind} tokenizers are re-encoded in full"
     if len(stages) != 1 or stages[0].pattern not in VERIFIED:
         return None, "the pre-tokenizer regex is not one the incremental cuts were checked for"
-    if special and tokenizer.added_tokens:
-        flagged = [t.content for t in tokenizer.added_tokens
-                   if t.lstrip or t.rstrip or t.single_word or t.normalized]
+    added = tokenizer.matched_added(special)
+    if added:
+        flagged = [t.content for t in added if t.lstrip or t.rstrip or t.single_word or t.normalized]
         if flagged:
             return None, f"added tokens with lstrip/rstrip/single_word/normalized flags ({flagged[0]!r})"
         if getattr(tokenizer, "add_prefix_space", False):

@@ -60,8 +60,9 @@ def _compile(tokens: list[AddedToken], spell):
     return regex.compile("|".join(map(regex.escape, ordered))), by_text
 
 
-def split_added(tokenizer: "Tokenizer", text: str) -> Split:
-    """Text -> pieces, each either ordinary text (token None) or one added token's match.
+def split_added(tokenizer: "Tokenizer", text: str, tokens: tuple[AddedToken, ...] | None = None) -> Split:
+    """Text -> pieces, each either ordinary text (token None) or one match of an added token
+    of `tokens` (default: all the tokenizer's, `matched_added(True)`).
 
     The pieces concatenate to `text` (normalized-matched pieces are normalized text).
 
@@ -70,7 +71,7 @@ def split_added(tokenizer: "Tokenizer", text: str) -> Split:
     >>> [(s, t and t.id) for s, t in split_added(Tok(), "a <mask><s>b")]
     [('a', None), (' <mask>', 2), ('<s>', 1), ('b', None)]
     """
-    matcher = _matcher_for(tokenizer)
+    matcher = _matcher_for(tokenizer, tuple(tokenizer.added_tokens) if tokens is None else tokens)
     pieces = _find(text, matcher.raw)
     if matcher.normed is None:
         return pieces
@@ -80,13 +81,17 @@ def split_added(tokenizer: "Tokenizer", text: str) -> Split:
     return out
 
 
-def _matcher_for(tokenizer: "Tokenizer") -> _Matcher:
-    """The tokenizer's cached matcher, rebuilt if its added tokens changed."""
-    key = tuple(tokenizer.added_tokens)
-    matcher = getattr(tokenizer, "_special_splitter", None)
-    if not isinstance(matcher, _Matcher) or matcher.key != key:
-        matcher = _Matcher(key, getattr(tokenizer, "normalize", None) or _identity)
-        tokenizer._special_splitter = matcher
+def _matcher_for(tokenizer: "Tokenizer", key: tuple[AddedToken, ...]) -> _Matcher:
+    """The tokenizer's cached matcher for these tokens (one per set: all, or the non-special
+    ones), rebuilt if its added tokens changed."""
+    cache = getattr(tokenizer, "_special_splitter", None)
+    if not isinstance(cache, dict):
+        cache = tokenizer._special_splitter = {}
+    matcher = cache.get(key)
+    if matcher is None:
+        if len(cache) >= 4:  # (the added tokens changed since: older sets are not asked for)
+            cache.clear()
+        matcher = cache[key] = _Matcher(key, getattr(tokenizer, "normalize", None) or _identity)
     return matcher
 
 

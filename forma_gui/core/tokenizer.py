@@ -131,14 +131,24 @@ class Tokenizer(ABC):
         return [(0, len(text))] if text else []
 
     # ---- shared behaviour ----------------------------------------------------------------
+    def matched_added(self, special: bool) -> tuple[AddedToken, ...]:
+        """The added tokens `encode` finds in the text: all of them with special=True, else
+        the ones not marked special (HF matches those in every mode, even with
+        split_special_tokens; tiktoken and SentencePiece have none)."""
+        if special:
+            return tuple(self.added_tokens)
+        return tuple(t for t in self.added_tokens if not t.special)
+
     def encode(self, text: str, *, special: bool = False) -> list[int]:
-        """Text -> ids, no BOS/EOS. With special=True, added/special token strings match first."""
-        if not special or not self.added_tokens:
+        """Text -> ids, no BOS/EOS. Added tokens' strings match first: with special=True all
+        of them, else the non-special ones (`matched_added`)."""
+        tokens = self.matched_added(special) if self.added_tokens else ()
+        if not tokens:
             return self._encode_ordinary(text)
         from forma_gui.core.special import split_added
 
         ids: list[int] = []
-        for chunk, token in split_added(self, text):
+        for chunk, token in split_added(self, text, tokens):
             ids.extend(self._encode_ordinary(chunk) if token is None else [token.id])
         return ids
 

@@ -117,7 +117,7 @@ def test_added_tokens_are_matched_as_one_scan_would(overlapping, parts, size):
         if token is not None:
             whole.append((at, at + len(piece), token.id))
         at += len(piece)
-    assert list(chunked._added_matches(overlapping, text, size)) == whole
+    assert list(chunked._added_matches(overlapping, text, size, tuple(overlapping.added_tokens))) == whole
     enc, _ = _steps(overlapping, text, True, size)
     _same(enc, overlapping, text, True)
 

@@ -11,6 +11,7 @@ from forma_gui.core.bytelevel import ByteLevelBPETokenizer
 from forma_gui.formats.gpt2_files import read_merges, read_vocab
 from forma_gui.formats.loader import load_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
+from tests.core.incremental_checks import random_edits
 
 # characters pre-tokenizers care about: letters of several scripts and cases, digits of two
 # scripts, contractions, punctuation, marks, every kind of whitespace, emoji, a special token;
@@ -132,6 +133,20 @@ def test_nfc_tokenizer_falls_back_only_while_not_normalized(text, data):
         enc.apply_edit(start, removed, inserted)
         text = text[:start] + inserted + text[start + removed:]
         _check(enc, tok, text, True)
+
+
+@settings(max_examples=MAX_EXAMPLES // 2, deadline=None)
+@given(data=st.data(), special=st.booleans())
+def test_non_special_added_tokens_match_in_both_modes(data, special):
+    """Qwen3's <think> and <tool_call> are not special: encode finds them with special=False
+    too (as HF does), and the live encoder cuts them out the same way."""
+    tok = _qwen3()
+    text = "<think>a</think> b<tool_call>{}</tool_call><|im_start|>x<|endoftext|>\n" * 3
+    enc = inc.IncrementalEncoder(tok, text, special=special)
+    assert tok.encode("<think>") == [tok.id_of("<think>")]
+    inserts = st.sampled_from(["<think>", "</", "think>", "<", ">", "x", " ", "<tool_call>", "<|im_end|>"])
+    random_edits(enc, tok, text, data, inserts)
+    assert enc.full_encodes == 0
 
 
 _QWEN3 = []
