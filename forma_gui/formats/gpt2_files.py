@@ -16,7 +16,7 @@ from forma_gui.core.bytelevel import ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError, shown
 from forma_gui.formats.file_bytes import read_bytes
-from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.json_text import check_text, parse_json
 from forma_gui.formats.limits import check_id_space
 
 JSON_NAMES = ("vocab.json", "encoder.json")
@@ -68,6 +68,7 @@ def read_vocab(path: Path) -> dict[str, int]:
     bad = next((k for k, v in vocab.items() if type(v) is not int or v < 0), None)
     if bad is not None:
         raise FormatError(f"expected a non-negative integer id for {shown(bad)}, got {vocab[bad]!r:.60}", path=path)
+    check_text(list(vocab), "piece {s}", path)
     check_id_space(max(vocab.values()), len(vocab), "id", path)
     return vocab
 

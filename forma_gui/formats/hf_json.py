@@ -25,9 +25,9 @@ import regex
 from forma_gui.core import patterns as pats
 from forma_gui.core.bytelevel import NORMALIZERS, ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
-from forma_gui.errors import FormatError, shown
+from forma_gui.errors import FormatError
 from forma_gui.formats.file_bytes import read_bytes
-from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.json_text import check_text, parse_json
 from forma_gui.formats.limits import check_id_space
 
 
@@ -102,21 +102,9 @@ def _section(obj: dict, key: str, kind: type, path: Path, *, optional: bool = Fa
     return value
 
 
-#: a UTF-16 surrogate: JSON's \\uD800-style escapes can spell one alone, which is no text
-_SURROGATE = regex.compile("[\ud800-\udfff]")
-
-
-def _check_text(strings, where: str, path: Path) -> None:
-    """FormatError naming the first string with a lone surrogate (HF refuses those too)."""
-    if _SURROGATE.search("".join(strings)):
-        n, bad = next((n, t) for n, t in enumerate(strings) if _SURROGATE.search(t))
-        raise FormatError(f"{where.format(n=n, s=shown(bad))}: a lone UTF-16 surrogate "
-                          "(\\uD800-\\uDFFF) is not text", path=path)
-
-
 def _vocab(vocab: dict, path: Path) -> dict[str, int]:
     """model.vocab: piece -> non-negative integer id."""
-    _check_text(list(vocab), "model.vocab[{s}]", path)
+    check_text(list(vocab), "model.vocab[{s}]", path)
     ids = vocab.values()
     if set(map(type, ids)) <= {int} and min(ids, default=0) >= 0:
         return vocab  # the common case, checked at C speed (bool is not int here either)
@@ -236,7 +224,7 @@ def added_tokens(items: list, path: Path) -> list[AddedToken]:
                  (("special", False), ("lstrip", False), ("rstrip", False),
                   ("single_word", False), ("normalized", not item.get("special", False)))}
         out.append(AddedToken(item["content"], item["id"], **flags))
-    _check_text([t.content for t in out], "added_tokens[{n}] {s}", path)
+    check_text([t.content for t in out], "added_tokens[{n}] {s}", path)
     return out
 
 

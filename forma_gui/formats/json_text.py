@@ -12,7 +12,10 @@ import os
 import re
 from typing import Any
 
-from forma_gui.errors import FormatError
+from forma_gui.errors import FormatError, shown
+
+#: a UTF-16 surrogate: JSON's \\uD800-style escapes can spell one alone, which is no text
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: longer digit runs cannot be converted (sys.get_int_max_str_digits(), 4300 by default)
 _LONG_NUMBER = re.compile(rb"[0-9]{4301,}")
@@ -49,3 +52,18 @@ def parse_json(data: bytes, path: str | os.PathLike, *, base: int = 0) -> Any:
         at = hit.start() if hit else 0
         raise FormatError(f"invalid JSON: {e}".split(";")[0], path=path, offset=base + at,
                           line=data.count(b"\n", 0, at) + 1) from None
+
+
+def check_text(strings: list[str], where: str, path: str | os.PathLike) -> None:
+    """FormatError naming the first string with a lone surrogate, as HF refuses the file
+    (serde_json); `where` is formatted with the string's index `n` and `s`, how it is shown.
+
+    >>> check_text(["a", "b\\udc80"], "vocab[{s}]", "v.json")
+    Traceback (most recent call last):
+    ...
+    forma_gui.errors.FormatError: v.json: vocab['b\\udc80']: a lone UTF-16 surrogate (\\uD800-\\uDFFF) is not text
+    """
+    if _SURROGATE.search("".join(strings)):
+        n, bad = next((n, t) for n, t in enumerate(strings) if _SURROGATE.search(t))
+        raise FormatError(f"{where.format(n=n, s=shown(bad))}: a lone UTF-16 surrogate "
+                          "(\\uD800-\\uDFFF) is not text", path=path)

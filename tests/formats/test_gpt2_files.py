@@ -102,6 +102,7 @@ def test_malformed_merge_line(tmp_path):
     ('{"a": "x"}', "integer id"),
     ('{"a": 0', "invalid JSON"),
     ('{"a": 0, "b": 0}', "used by both"),
+    ('{"a": 0, "b\\udc80": 1}', r"piece 'b\\udc80': a lone UTF-16 surrogate"),  # HF refuses it too
 ])
 def test_bad_json(tmp_path, body, match):
     (tmp_path / "vocab.json").write_text(body, "utf-8")
