@@ -37,7 +37,6 @@ class _Matcher:
     """One compiled alternation per group of added tokens (raw-matched and normalized)."""
 
     def __init__(self, tokens: tuple[AddedToken, ...], normalize: Callable[[str], str]) -> None:
-        self.key = tokens
         self.normalize = normalize
         self.raw = _compile([t for t in tokens if not t.normalized], _identity)
         self.normed = _compile([t for t in tokens if t.normalized], normalize)
