@@ -353,12 +353,18 @@ FORMATS: dict[str, Format] = {
 }
 
 
+#: block types ggml stores but never turns back into floats (no `to_float` in its type traits)
+NO_DEQUANTIZER = {"Q8_1": "ggml's intermediate type for dot products"}
+
+
 def _format(dtype: str) -> Format:
     _ggml_type(dtype)
     try:
         return FORMATS[dtype]
     except KeyError:
-        raise NotImplementedError(f"the {dtype} block format is not implemented") from None
+        why = NO_DEQUANTIZER.get(dtype)
+        raise NotImplementedError(f"the {dtype} block format is not implemented" + (
+            f": {dtype} is {why}, and ggml itself has no dequantizer for it" if why else "")) from None
 
 
 def dequantize_reference(raw: np.ndarray | bytes, dtype: str) -> np.ndarray:

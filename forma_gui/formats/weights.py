@@ -186,8 +186,8 @@ def _dequantize_blocks(raw: np.ndarray, dtype: str) -> np.ndarray:
 
     try:
         return quant.dequantize(raw, dtype)
-    except (KeyError, NotImplementedError) as e:
-        raise NotImplementedError(f"dequantizing {dtype} is not implemented yet") from e
+    except KeyError as e:
+        raise NotImplementedError(f"dequantizing {dtype} is not implemented") from e
 
 
 # -- opening -------------------------------------------------------------------------------

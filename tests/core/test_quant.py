@@ -216,7 +216,7 @@ def test_bad_input_is_refused():
         quant.dequantize_into(np.zeros(18, np.uint8), "Q4_0", np.empty(32, np.float64))
     with pytest.raises(ValueError, match="whole number"):
         quant.dequantize_chunks(np.zeros(19, np.uint8), "Q4_0")       # refused before next()
-    with pytest.raises(NotImplementedError, match="Q8_1"):
+    with pytest.raises(NotImplementedError, match="Q8_1 .*ggml itself has no dequantizer"):
         quant.dequantize(np.zeros(36, np.uint8), "Q8_1")
 
 
