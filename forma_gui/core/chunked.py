@@ -117,7 +117,7 @@ class _Slicer:
         self.columns = Columns(array("i"), array("i"), array("i"), bytearray())
         self.nbytes = 0
         self.matches: list[tuple[int, int]] = []
-        self.added = tokenizer.matched_added(special) if tokenizer.added_tokens else ()
+        self.added = tokenizer.matched_added(special)
         self.special = bool(self.added)  # (added tokens to cut out first)
 
     def run(self) -> Generator[tuple[int, int], None, None]:

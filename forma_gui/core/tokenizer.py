@@ -142,7 +142,7 @@ class Tokenizer(ABC):
     def encode(self, text: str, *, special: bool = False) -> list[int]:
         """Text -> ids, no BOS/EOS. Added tokens' strings match first: with special=True all
         of them, else the non-special ones (`matched_added`)."""
-        tokens = self.matched_added(special) if self.added_tokens else ()
+        tokens = self.matched_added(special)
         if not tokens:
             return self._encode_ordinary(text)
         from forma_gui.core.special import split_added

@@ -40,7 +40,6 @@ SUPPORTED_VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
 MAX_DIMS = 4            # GGML_MAX_DIMS: ggml refuses tensors with more dimensions
 MAX_ARRAY_DEPTH = 16    # arrays of arrays nest this deep at most (real files use 2)
-INT64_MAX = 2**63 - 1   # ggml stores element counts as int64
 #: metadata + tensor infos end within this many bytes; the largest real headers (150k
 #: tokens + 280k merges, or 262k tokens with scores and types) take under 10 MiB. Without
 #: it, a count in a 10 GB file could make the reader allocate and walk gigabytes.
@@ -339,8 +338,9 @@ class GGUFFile(MappedFile):
         return start, name, tuple(reversed(dims)), dtype, rel
 
     def _check_dims(self, name: str, dims: list[int], dtype: str, at: int) -> None:
-        """Dims fit in int64 with their product, and rows hold whole blocks."""
-        if any(d > INT64_MAX for d in dims) or not shape_fits(dims):
+        """Dims an array can have (`shape_fits`: zero dims aside, their product in int64
+        bytes), and rows that hold whole blocks."""
+        if not shape_fits(dims):
             raise FormatError(f"dimensions {list(dims)} of {shown(name)} overflow an array's int64 size",
                               path=self.path, offset=at)
         block = GGML_TYPES[dtype].block_size

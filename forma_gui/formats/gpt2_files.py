@@ -16,7 +16,7 @@ from forma_gui.core.bytelevel import ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError, shown
 from forma_gui.formats.file_bytes import read_bytes
-from forma_gui.formats.json_text import check_text, parse_json
+from forma_gui.formats.json_text import BOM, check_text, parse_json
 from forma_gui.formats.limits import check_id_space
 
 JSON_NAMES = ("vocab.json", "encoder.json")
@@ -71,10 +71,6 @@ def read_vocab(path: Path) -> dict[str, int]:
     check_text(list(vocab), "piece {s}", path)
     check_id_space(max(vocab.values()), len(vocab), "id", path)
     return vocab
-
-
-#: a UTF-8 byte order mark, which some editors put before merges.txt's "#version" line
-BOM = b"\xef\xbb\xbf"
 
 
 def read_merges(path: Path) -> tuple[list[str], list[int]]:

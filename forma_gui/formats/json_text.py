@@ -14,6 +14,9 @@ from typing import Any
 
 from forma_gui.errors import FormatError, shown
 
+#: a UTF-8 byte order mark, as Windows editors write before JSON (and merges.txt)
+BOM = b"\xef\xbb\xbf"
+
 #: a UTF-16 surrogate: JSON's \\uD800-style escapes can spell one alone, which is no text
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -31,8 +34,8 @@ def parse_json(data: bytes, path: str | os.PathLike, *, base: int = 0) -> Any:
     ...
     forma_gui.errors.FormatError: t.json: at byte 5: line 1: invalid JSON: Expecting ',' delimiter
     """
-    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte order mark, as Windows editors write
-        data, base = data[3:], base + 3
+    if data.startswith(BOM):
+        data, base = data[len(BOM):], base + len(BOM)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

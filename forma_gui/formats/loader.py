@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from forma_gui.errors import FormatError
 from forma_gui.formats.file_bytes import read_head
-from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.json_text import BOM, parse_json
 
-#: a UTF-8 byte order mark
-BOM = b"\xef\xbb\xbf"
+#: bytes read to recognise a file
+SNIFF_BYTES = 4096
 
 if TYPE_CHECKING:  # pragma: no cover
     from forma_gui.core.tokenizer import Tokenizer
@@ -59,15 +59,15 @@ def find_in_folder(folder: Path) -> Path:
 
 def sniff(path: Path) -> str:
     """The kind of tokenizer file, from its first bytes."""
-    head = read_head(path, 4096)
+    head = read_head(path, SNIFF_BYTES)
     if head[:4] == b"GGUF":
         return "gguf"
-    stripped = head.removeprefix(BOM).lstrip()   # (a byte order mark, as Windows editors write)
+    stripped = head.removeprefix(BOM).lstrip()
     if stripped[:1] == b"{":
         return _sniff_json(path, head)
     if stripped.startswith(b"#version") or path.name.endswith((".bpe", "merges.txt")):
         return "gpt2-merges"
-    if _looks_like_tiktoken(head, whole=len(head) < 4096) or (
+    if _looks_like_tiktoken(head, whole=len(head) < SNIFF_BYTES) or (
             path.name.endswith(".tiktoken") and not head.strip()):
         return "tiktoken"
     if head[:1] == b"\x0a":  # protobuf field 1 (pieces), length-delimited
