@@ -437,9 +437,9 @@ class TokenizeView(QWidget):
                                     lambda on: self.canvas.set_options(show_ids=on))
         self.special_box = self._toggle("matchSpecial", "Match special tokens",
                                         "Treat special-token strings such as <|endoftext|> as "
-                                        "special tokens instead of plain text (added tokens "
-                                        "not marked special, such as Qwen's <think>, always "
-                                        "match, as in HF tokenizers)", self._set_special)
+                                        "special tokens instead of plain text.\nAdded tokens not "
+                                        "marked special (such as Qwen's <think>) match either "
+                                        "way, as in HF tokenizers.", self._set_special)
         for box in (self.stored_box, self.ws_box, self.ids_box, self.special_box):
             bar.addWidget(box)
         bar.addStretch(1)
