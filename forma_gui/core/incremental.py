@@ -251,7 +251,8 @@ CUT_WINDOW = 64
 LOCAL_LIMIT = 20_000
 #: a unigram edit's walk: its first window of tokens and first stretch of additions summed at
 #: once (`_sum_words`), each doubled while nothing stops them, up to the most; after a reset
-#: inside a word the stretch is a quarter more than the one before (resets come regularly)
+#: inside a word the stretch is a quarter more than the one before (resets come regularly),
+#: and a stretch ends two words past where the old scores were reset
 WALK_WINDOW, MAX_WALK_WINDOW = 1 << 12, 1 << 17
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
@@ -851,7 +852,7 @@ class IncrementalEncoder:
                 break
             window *= 2  # no word starts in the window
         marks = marks[marks < end]
-        run, at, refill = self._additions(k, end, marks)
+        run, source, at = self._additions(k, end, marks)
         kept = np.frombuffer(self._before, dtype=np.float32)
         bound = np.frombuffer(self._bound, dtype=np.float32)
         # run[:q + 1] holds path scores (run[i]: after i additions), run[q + 1:] the additions
@@ -859,8 +860,15 @@ class IncrementalEncoder:
         first, p, q, horizon = 0, 0, 0, self._horizon
         run[0] = b
         last = None
+        # where the old scores were reset (a word start above the one before it): the new
+        # ones reset near there, so a stretch of sums ends just past it, not a horizon beyond
+        old_m = kept[marks]
+        resets = (np.flatnonzero(old_m[1:] > old_m[:-1]) + 3).tolist()  # (in `at`: 2 words on)
+        del old_m
         while last is None:
-            p, q = q, min(len(run) - 1, q + horizon)
+            ahead = bisect_right(resets, first + 1)
+            stop = at[resets[ahead]] if ahead < len(resets) and resets[ahead] < len(at) else len(run) - 1
+            p, q = q, min(len(run) - 1, q + horizon, max(q + 1, stop))
             np.cumsum(run[p:q + 1], out=run[p:q + 1])  # sequential float32 sums, as the reference adds
             upto = first + int(np.searchsorted(at[first + 1:-1], q, side="right"))
             new_m = run[at[first + 1:upto + 1]].astype(np.float64)
@@ -888,7 +896,7 @@ class IncrementalEncoder:
                     if m_next == end:
                         last, value = end, found
                     else:
-                        refill(m_next, e, q)
+                        run[e + 1:q + 1] = source[e + 1:q + 1]  # (the sums past e start again)
                         q = e
                     break
             if decided is not None:
@@ -905,34 +913,26 @@ class IncrementalEncoder:
 
     def _additions(self, k: int, end: int, marks):
         """(a float32 buffer: a slot for the start score, then the additions of tokens
-        k..end, each token's score once per addition; the addition index of k, of each mark
-        and of end; ``refill(token, p, q)``, which writes the additions from that token on
-        into slots p + 1..q again (at least), for sums that restart inside the window)."""
+        k..end, each token's score once per addition; a copy of it that the sums leave
+        alone, to sum a stretch again after a reset inside it; the addition index of k, of
+        each mark and of end)."""
         import numpy as np
 
         count = np.frombuffer(self._count, dtype=np.int32)[k:end]
         adds = np.frombuffer(self._adds, dtype=np.float32)[k:end]
         at = np.empty(len(marks) + 2, dtype=np.intp)
         at[0], at[1:-1], at[-1] = k, marks, end
-        n_adds = int(count.sum())
-        run = np.empty(n_adds + 1, dtype=np.float32)
-        if n_adds != end - k:  # a run of unknown pieces adds the unknown score once per piece
+        if (count != 1).any():  # a run of unknown pieces adds the unknown score once per piece
             added = np.zeros(end - k + 1, dtype=np.intp)
             np.cumsum(count, out=added[1:])
             at = added[at - k]
-
-            def refill(token: int, p: int, q: int) -> None:
-                t = token - k
-                t_end = t + int(np.searchsorted(added[t:], q - p + added[t]))  # (side="left")
-                run[p + 1:p + 1 + int(added[t_end] - added[t])] = np.repeat(adds[t:t_end], count[t:t_end])
-            run[1:] = np.repeat(adds, count)
+            source = np.empty(int(added[-1]) + 1, dtype=np.float32)
+            source[1:] = np.repeat(adds, count)
         else:
             at = at - k
-
-            def refill(token: int, p: int, q: int) -> None:
-                run[p + 1:q + 1] = adds[token - k:token - k + q - p]
-            run[1:] = adds
-        return run, at, refill
+            source = np.empty(end - k + 1, dtype=np.float32)
+            source[1:] = adds
+        return source.copy(), source, at
 
     def _word_again(self, m: int, m_next: int, b: float) -> float | None:
         """The end score `viterbi_from` gives the normalized bytes of tokens m..m_next (from a
