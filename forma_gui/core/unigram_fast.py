@@ -84,6 +84,8 @@ CACHE_WORDS = 1 << 16
 #: words checked per numpy pass of `_chain`, at first (it doubles up to `MAX_WINDOW`)
 MIN_WINDOW, MAX_WINDOW = 256, 1 << 16
 _UP, _DOWN = 1 + 2.0 ** -50, 1 - 2.0 ** -50  # outward rounding of float64 bounds
+#: at most this many words' bounds computed one by one (`limit_one`), more in numpy (`limits`)
+FEW_LIMITS = 8
 STAT_KEYS = ("words", "learned", "margin", "rebase", "reset", "long", "fallback", "limit")
 #: `encode_live` segments texts of at most this many words word by word in Python (a region
 #: around an edit: numpy's per-call cost would be most of it), longer ones in numpy passes
@@ -316,6 +318,10 @@ class UnigramEncoder:
         if k >= have:
             import numpy as np
 
+            if len(self._columns[0]) - have <= FEW_LIMITS:  # (an edit's new words)
+                cols = [self._columns[i][have:] for i, name in enumerate(_COLUMNS) if name in _BOUNDS]
+                self._limits.extend(limit_one(*values, self.arithmetic) for values in zip(*cols))
+                return self._limits[k]
             cols = {name: np.frombuffer(self._columns[i], dtype=code)[have:]
                     for i, (name, code) in enumerate(_COLUMNS.items()) if name in _BOUNDS}
             self._limits.extend(limits(*(cols[name] for name in _BOUNDS), self.arithmetic).tolist())
@@ -671,6 +677,47 @@ def limits(margin, reach, n_max, grow, arithmetic: Arithmetic):
                            - (n_max + 1) * delta * (1 + _SLACK))
         bound = np.minimum(by_margin, by_crossing)
     return np.where((margin > 0) & (bound >= 0), bound, -np.inf)
+
+
+def limit_one(margin: float, reach: float, n_max: float, grow: float, arithmetic: Arithmetic) -> float:
+    """`limits` of one word in Python floats: the same float64 operations in the same order,
+    so the same bound (tested). An edit learns a word or two, where numpy's cost per call
+    would dominate."""
+    p = arithmetic.mantissa
+    max_exp = 128 if arithmetic.dtype == "float32" else 1023
+    if not margin > 0:
+        return -math.inf
+    if math.isinf(margin):
+        top = max_exp - 1
+    else:
+        frac, exp = math.frexp(margin)
+        top = min(exp + p - (frac == 0.5) + 1, max_exp) - 1
+    below = math.ldexp(1.0 - 2.0 ** -(p + 2), top + 1)  # (at most 2^max_exp: no overflow)
+    by_margin = (below - arithmetic.tiny) / (grow * _UP) * (1 - _SLACK) - reach * (1 + _SLACK)
+    reset = arithmetic.reset
+    if math.isinf(reset):
+        by_crossing = math.inf
+    else:
+        at_reset = (reset + reach) * grow * _UP + arithmetic.tiny
+        half_ulp = _spacing32(at_reset) / 2
+        step = math.ldexp(1.0, top - p - 1)
+        delta = half_ulp if math.isnan(half_ulp) or half_ulp < step else step  # (np.minimum)
+        by_crossing = (reset / _UP * (1 - _SLACK) - reach * (1 + _SLACK)
+                       - (n_max + 1) * delta * (1 + _SLACK))
+    if math.isnan(by_margin) or math.isnan(by_crossing):
+        return -math.inf
+    bound = min(by_margin, by_crossing)
+    return bound if bound >= 0 else -math.inf
+
+
+def _spacing32(value: float) -> float:
+    """numpy's ``spacing`` of a float64 value of at least 1 cast to float32 (the gap to the next
+    float32 up; inf at FLT_MAX, NaN when the cast overflows to inf). Only float32 arithmetic
+    has a finite reset, so only it reaches here, with values past the reset."""
+    narrow = array("f", [value])[0]  # (rounded to nearest; inf past FLT_MAX)
+    if math.isinf(narrow):
+        return math.nan
+    return math.inf if narrow >= FLT_MAX else math.ldexp(1.0, math.frexp(narrow)[1] - 24)
 
 
 class _Model:

@@ -10,6 +10,7 @@ check that is skipped or always passes fails a test.
 """
 from __future__ import annotations
 
+import math
 import random
 import struct
 
@@ -384,6 +385,25 @@ def test_limits_prove_the_checks(log_margin, log_reach, n_max, kind, fraction):
     if kind == "float32":
         tied, crossing = uf.checks(one(bound * 1.01 + 1e-30), margin, reach, one(n_max), grow, arithmetic)
         assert tied[0] or crossing[0]
+
+
+_EDGES = [0.0, -0.0, math.inf, -1.0, math.nan, 5e-324, 2.0 ** -126, 0.5, 1.0, 3.0, 9e4, 1e5, 2.0 ** 17, 3.4e38, 1e300]
+
+
+@settings(max_examples=MAX_EXAMPLES * 4, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(_EDGES),
+                 st.floats(-40, 12).map(lambda e: 2.0 ** e)),
+       st.one_of(st.floats(0, 1e6), st.sampled_from(_EDGES), st.floats(-5, 17).map(lambda e: 2.0 ** e)),
+       st.integers(0, 400), st.sampled_from(["float32", "float64"]))
+def test_limit_one_is_limits(margin, reach, n_max, kind):
+    """`limit_one` (an edit's few words, in Python floats) gives `limits`'s bound to the bit,
+    edge values included (no margin, an infinite one, NaN, subnormals, the largest floats)."""
+    arithmetic = uf.FLOAT32 if kind == "float32" else uf.float64_arithmetic(viterbi_from)
+    grow = 1 / (1 - n_max * 2.0 ** -arithmetic.mantissa) * (1 + 2.0 ** -50)
+    one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
+    expected = float(uf.limits(one(margin), one(reach), one(float(n_max)), one(grow), arithmetic)[0])
+    found = uf.limit_one(margin, reach, float(n_max), grow, arithmetic)
+    assert found == expected or math.isnan(found) and math.isnan(expected), (found, expected)
 
 
 def test_encode_live_waits_for_the_cache_only_when_asked(botchan):
