@@ -257,6 +257,8 @@ WALK_WINDOW, MAX_WALK_WINDOW = 1 << 12, 1 << 17
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
 WALK_REGIONS, WALK_WORDS = 64, 1024
+#: a unigram .model's per-token columns (`IncrementalEncoder._scores`)
+_SCORE_COLUMNS = {"before": "f", "adds": "f", "count": "i", "bound": "f", "char": "i"}
 #: token runs whose bytes `_word_again` keeps (past this it starts afresh)
 SPELLED_WORDS = 4096
 _SURROGATE = regex.compile("[\ud800-\udfff]")
@@ -390,10 +392,11 @@ class IncrementalEncoder:
         # a SentencePiece unigram .model: regions start from the path score before them, and
         # the tokens after a region are re-checked until the path scores meet again (`_walk`)
         self._ug = self._sp and getattr(tokenizer, "algorithm", "") == "unigram"
-        # float32 columns (the scores are float32 values; the bounds rounded down): a splice
-        # that changes the token count moves every column's tail
-        self._before, self._adds, self._count, self._bound = array("f"), array("f"), array("i"), array("f")
-        self._char = array("i")  # an unknown piece's text (`_live_populated`: `UnknownTexts`), else -1
+        # per token: the path score before it, the score it adds and how many times, its
+        # word's bound (float32: the scores are float32 values; the bounds rounded down) and
+        # the text of an unknown piece (`_live_populated`: `UnknownTexts`, else -1); a splice
+        # that changes the token count moves the shorter side of the columns, not the tail
+        self._scores = None  # (a DequeColumns once a text has them: numpy is imported late)
         self._spelled_words: dict[tuple, tuple | None] = {}  # `_word_again`'s token runs
         self._wp = wordpiece and not self.reason
         # the tokenizer's cut rule on two adjacent characters (edit_cuts)
@@ -407,6 +410,27 @@ class IncrementalEncoder:
         self.ends = array("i")
         self.flags = bytearray()
         self.set_text(text)
+
+    # ---- a unigram .model's score columns (views: take them again after a splice) ---------
+    @property
+    def _before(self):
+        return self._scores.column("before")
+
+    @property
+    def _adds(self):
+        return self._scores.column("adds")
+
+    @property
+    def _count(self):
+        return self._scores.column("count")
+
+    @property
+    def _bound(self):
+        return self._scores.column("bound")
+
+    @property
+    def _char(self):
+        return self._scores.column("char")
 
     # ---- public state ------------------------------------------------------------------
     @property
@@ -511,9 +535,11 @@ class IncrementalEncoder:
         self.ids, self.starts, self.ends = _int_array(ids), _int_array(starts), _int_array(ends)
         self.flags = bytearray(flags.tobytes())
         self.nbytes = int(token_lengths(self.tokenizer, ids).sum()) if len(ids) else 0
-        self._before, self._adds = (array("f", c.astype("float32").tobytes()) for c in (before, adds))
-        self._bound = _bounds32(bound)
-        self._count, self._char = _int_array(count), _int_array(char)
+        if self._scores is None:
+            from forma_gui.core.deque_columns import DequeColumns
+
+            self._scores = DequeColumns(_SCORE_COLUMNS)
+        self._scores.set([before, adds, count, _bounds32(bound), char])
         self._aligned = True
         return True
 
@@ -843,7 +869,7 @@ class IncrementalEncoder:
         n, window = len(self.ids), self._window
         while True:  # up to a special token, the end, or the window's last word start
             hi = min(n, k + window)
-            marks = np.flatnonzero(~np.isnan(np.frombuffer(self._bound, dtype=np.float32)[k + 1:hi])) + k + 1
+            marks = np.flatnonzero(~np.isnan(self._bound[k + 1:hi])) + k + 1
             special = np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)[k + 1:hi] & SPECIAL) \
                 if self._added is not None else marks[:0]
             end = int(special[0]) + k + 1 if len(special) else n if hi == n else \
@@ -853,8 +879,7 @@ class IncrementalEncoder:
             window *= 2  # no word starts in the window
         marks = marks[marks < end]
         run, source, at = self._additions(k, end, marks)
-        kept = np.frombuffer(self._before, dtype=np.float32)
-        bound = np.frombuffer(self._bound, dtype=np.float32)
+        kept, bound = self._before, self._bound
         # run[:q + 1] holds path scores (run[i]: after i additions), run[q + 1:] the additions
         # still to sum; marks[first:] are not decided yet; the sums (re)started at slot p
         first, p, q, horizon = 0, 0, 0, self._horizon
@@ -905,7 +930,6 @@ class IncrementalEncoder:
                 if last is None and q == len(run) - 1:
                     last, value = end, float(run[q])
                 horizon = min(MAX_WALK_WINDOW, 2 * horizon)
-        del kept, bound
         self._horizon = horizon
         if last == end:  # the next window twice as long (resets restart the sums inside one)
             self._window = min(MAX_WALK_WINDOW, 2 * window)
@@ -918,8 +942,7 @@ class IncrementalEncoder:
         each mark and of end)."""
         import numpy as np
 
-        count = np.frombuffer(self._count, dtype=np.int32)[k:end]
-        adds = np.frombuffer(self._adds, dtype=np.float32)[k:end]
+        count, adds = self._count[k:end], self._adds[k:end]
         at = np.empty(len(marks) + 2, dtype=np.intp)
         at[0], at[1:-1], at[-1] = k, marks, end
         if (count != 1).any():  # a run of unknown pieces adds the unknown score once per piece
@@ -958,7 +981,7 @@ class IncrementalEncoder:
         run of c unknown pieces is c unknown ids), or None when the bytes are not known."""
         unigram, spelled, byte_of, unknown = self._spellers()
         parts, pairs = [], []
-        for i, c, char in zip(self.ids[m:m_next], self._count[m:m_next], self._char[m:m_next]):
+        for i, c, char in zip(self.ids[m:m_next], self._count[m:m_next].tolist(), self._char[m:m_next].tolist()):
             key = spelled.get(i)
             if c == 0 and i in byte_of:          # a byte piece after an unknown piece's first
                 parts.append(byte_of[i])
@@ -1104,9 +1127,7 @@ class IncrementalEncoder:
         self.flags[i0:j0] = flags
         if extra is not None:
             before, adds, count, bound, char = extra
-            self._before[i0:j0], self._adds[i0:j0] = array("f", before), array("f", adds)
-            self._count[i0:j0], self._bound[i0:j0] = array("i", count), _bounds32(bound)
-            self._char[i0:j0] = array("i", char)
+            self._scores.splice(i0, j0, [before, adds, count, _bounds32(bound), char])
         tail = i0 + len(ids)
         if delta and tail < len(self.ids):
             for column in (self.starts, self.ends):
