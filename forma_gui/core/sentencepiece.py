@@ -810,6 +810,14 @@ def viterbi_steps(steps: list[tuple[int, int, bool, list]], n: int, scores: Sequ
     """`viterbi_from` over its `lattice_steps` (unigram_model.cc ``EncodeOptimized``): float32
     path scores, rebased to 0 past SCORE_RESET; a candidate takes a place when it is the first
     to reach it or strictly greater."""
+    best, start, ids = viterbi_arrays(steps, n, scores, unk_id, unk_score, start_score)
+    return backtrack(ids, start, n), best[n]
+
+
+def viterbi_arrays(steps: list[tuple[int, int, bool, list]], n: int, scores: Sequence[float], unk_id: int,
+                   unk_score: float, start_score: float) -> tuple[array, list[int], list[int]]:
+    """`viterbi_steps` before its backtrack: per byte offset the best path's float32 score
+    there, where it starts and its last piece (start -1: no path ends there)."""
     best = array("f", bytes(4 * (n + 1)))  # float32 path scores, as the C++ stores them
     best[0] = start_score
     start = [-1] * (n + 1)
@@ -837,7 +845,7 @@ def viterbi_steps(steps: list[tuple[int, int, bool, list]], n: int, scores: Sequ
             candidate = rounded[0]
             if start[single] == -1 or candidate > best[single]:
                 best[single], start[single], ids[single] = candidate, i, unk_id
-    return backtrack(ids, start, n), best[n]
+    return best, start, ids
 
 
 def backtrack(ids: Sequence[int], start: Sequence[int], n: int) -> list[tuple[int, int]]:

@@ -66,8 +66,8 @@ from operator import is_
 from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SCORE_RESET, SPACE,
-                                          SPACE_BYTES, WORD_SLICE, lattice_steps, viterbi_from,
-                                          viterbi_steps)
+                                          SPACE_BYTES, WORD_SLICE, lattice_steps, viterbi_arrays,
+                                          viterbi_from, viterbi_steps)
 from forma_gui.core.slices import SLICE, pause, sliced_array, sliced_map, sliced_set
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -299,13 +299,21 @@ class UnigramEncoder:
             word = self._steps[data] = _SteppedWord(lattice_steps(data, self.prefixes), self.scores,
                                                    self.unk_score)
         binade = word.binade(start)
-        if binade is None:
+        if binade is not None:
+            found = word.by_binade.get(binade)
+            if found is None:
+                path, end = viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
+                found = word.by_binade[binade] = (path, end - start)
+            return found[0], start + found[1]
+        key = word.reset_key(start, len(data), self.scores, self.unk_id, self.unk_score)
+        if key is None:
             return viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
-        found = word.by_binade.get(binade)
+        shifted = key[-1] is None  # no reset inside: the start plus a constant, as above
+        found = word.by_reset.get(key)
         if found is None:
             path, end = viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
-            found = word.by_binade[binade] = (path, end - start)
-        return found[0], start + found[1]
+            found = word.by_reset[key] = (path, end - start if shifted else end)
+        return found[0], start + found[1] if shifted else found[1]
 
     def _path_scores(self, path: list[tuple[int, int]]) -> list[float]:
         """The score each (id, length) pair of a path adds (an unknown piece: the unknown score)."""
@@ -560,11 +568,14 @@ class _SteppedWord:
         # at most one score per step), before rounding
         self.width = len(steps) * max(map(abs, edge_scores), default=0.0)
         self.by_binade: dict[int, tuple] = {}
+        self.by_reset: dict[tuple, tuple] = {}
         self._tied: dict[int, bool] = {}
+        self._visits: dict[tuple, list] = {}
 
-    def binade(self, start: float) -> int | None:
+    def binade(self, start: float, *, past_reset: bool = False) -> int | None:
         """e with 2^e <= |start| < 2^(e+1) when every value from start stays in that binade and
-        under the reset, and no score rounds halfway on its grid (2^(e-23)); else None."""
+        under the reset (with past_reset, reset or not), and no score rounds halfway on its grid
+        (2^(e-23)); else None."""
         size = abs(start)
         if not 0.0 < size <= SCORE_RESET:
             return None
@@ -572,12 +583,54 @@ class _SteppedWord:
         grid = math.ldexp(1.0, e - 23)
         reach = self.width + len(self.steps) * grid  # (rounding: at most half a grid per addition)
         if not (math.ldexp(1.0, e) <= size - reach and size + reach < math.ldexp(1.0, e + 1)
-                and size + reach <= SCORE_RESET):
+                and (past_reset or size + reach <= SCORE_RESET)):
             return None
         tied = self._tied.get(e)
         if tied is None:
             tied = self._tied[e] = any(math.fmod(abs(x) / grid, 1.0) == 0.5 for x in self.edge_scores)
         return None if tied else e
+
+    def reset_key(self, start: float, n: int, scores: Sequence[float], unk_id: int,
+                  unk_score: float) -> tuple | None:
+        """For a start `binade` refuses, what `viterbi_steps`'s result depends on alone, or None:
+
+        - ``(0,)`` when the path starts from +0 or resets at once (|start| > SCORE_RESET: it
+          rebases to exactly +0 before any addition);
+        - ``(e, sign, i)`` when every value before a reset stays in binade e (no halfway
+          score there) and the reset falls at step i. Before it each value is the start plus
+          a constant (as in `binade`), so every comparison goes the same way; the reset
+          subtracts the value at step i from those reached, and two values of one binade
+          differ exactly (Sterbenz): after it every value is the same for each such start.
+          ``(e, sign, None)``: no reset happens, the result is the start plus a constant."""
+        if abs(start) > SCORE_RESET or (start == 0.0 and math.copysign(1.0, start) > 0):
+            return (0,)
+        e = self.binade(start, past_reset=True)
+        if e is None:
+            return None
+        sign = -1.0 if start < 0 else 1.0
+        visits = self._visits.get((e, sign))
+        if visits is None:
+            visits = self._visits[(e, sign)] = self._visit_offsets(e, sign, n, scores, unk_id, unk_score)
+        if visits is None:
+            return None
+        for i, offset in enumerate(visits):  # (exact: the start and the offset are on the grid)
+            if abs(start + offset) > SCORE_RESET:
+                return (e, sign, i)
+        return (e, sign, None)
+
+    def _visit_offsets(self, e: int, sign: float, n: int, scores: Sequence[float], unk_id: int,
+                       unk_score: float) -> list[float] | None:
+        """Per step, the path score `viterbi_steps` reads there minus the start, for every start
+        of binade e and this sign: learned from one start there whose values stay under the
+        reset (None when the binade has no such start)."""
+        grid = math.ldexp(1.0, e - 23)
+        reach = self.width + len(self.steps) * grid
+        size = math.ldexp(1.0, e) + math.ceil(reach / grid) * grid  # (on the grid)
+        if not (size + reach < math.ldexp(1.0, e + 1) and size + reach <= SCORE_RESET):
+            return None
+        start = sign * size
+        best = viterbi_arrays(self.steps, n, scores, unk_id, unk_score, start)[0]
+        return [best[i] - start for i, _, _, _ in self.steps]
 
 
 def _event_columns(path: list[tuple[int, int]], start: float, scores: list[float]) -> list:

@@ -406,6 +406,35 @@ def test_limit_one_is_limits(margin, reach, n_max, kind):
     assert found == expected or math.isnan(found) and math.isnan(expected), (found, expected)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_resegment_at_each_reset_step_equals_viterbi(seed):
+    """Starts that put the value at each step just under, at and just over the reset: the
+    result kept per step the reset falls at (`reset_key`) is `viterbi_from`'s, bit for bit,
+    whichever start of the step filled it."""
+    from forma_gui.core.sentencepiece import lattice_steps, viterbi_arrays, viterbi_steps
+
+    rng = random.Random(seed)
+    grid = 2.0 ** -7  # float32 spacing in [65536, 131072)
+    checked = 0
+    for _ in range(25):
+        pieces = {(SPACE if rng.random() < 0.3 else "") + "".join(rng.choice("abcd") for _ in range(rng.randint(1, 3))):
+                  f32(rng.uniform(-12, -0.1)) for _ in range(rng.randint(3, 12))}
+        enc = make_encoder(pieces, -30.0)
+        for _ in range(6):
+            word = (SPACE + "".join(rng.choice("abcdx") for _ in range(rng.randint(1, 12)))).encode()
+            steps = lattice_steps(word, enc.prefixes)
+            best = viterbi_arrays(steps, len(word), enc.scores, enc.unk_id, enc.unk_score, -70_000.0)[0]
+            starts = [-1e5 - (best[i] + 70_000.0) + k * grid for i, _, _, _ in steps for k in (-1, 0, 1)]
+            starts = [x for x in starts if -1e5 - 1 < x < -65_536.0 + 1000.0]
+            for start in rng.sample(starts, len(starts)) + rng.sample(starts, len(starts)):
+                want = viterbi_steps(steps, len(word), enc.scores, enc.unk_id, enc.unk_score, start)
+                path, end = enc.resegment(word, start)
+                assert path == want[0] and bits(end) == bits(want[1]), (word, start)
+                checked += 1
+        assert any(w.by_reset for w in enc._steps.values())
+    assert checked > 1000
+
+
 def test_encode_live_waits_for_the_cache_only_when_asked(botchan):
     """An edit's region never waits for a worker's encode (None at once); a whole text's live
     columns wait a little (a worker's encode of a document is soon done)."""
@@ -425,11 +454,12 @@ def test_encode_live_waits_for_the_cache_only_when_asked(botchan):
 def test_resegment_per_binade_equals_viterbi(seed):
     """`resegment` keeps a word's result per binade of the start score; from any start it is
     `viterbi_from`'s, bit for bit: near ties, scores that round halfway on some binade's grid
-    (-(1 + 2^-8): not kept there), starts at binade edges and near the reset."""
+    (-(1 + 2^-8): not kept there), starts at binade edges, and around the reset (kept per step
+    the reset falls at: `reset_key`), past it and at +0."""
     from forma_gui.core.sentencepiece import lattice_steps, viterbi_steps
 
     rng = random.Random(seed)
-    kept = 0
+    kept = by_reset = 0
     for _ in range(60):
         pieces = {}
         for _ in range(rng.randint(3, 16)):
@@ -439,14 +469,18 @@ def test_resegment_per_binade_equals_viterbi(seed):
         enc = make_encoder(pieces, rng.choice([-60.0, -7.5]))
         for _ in range(20):
             word = (SPACE + "".join(rng.choice("abcd-x") for _ in range(rng.randint(1, 10)))).encode()
-            for _ in range(6):
+            for _ in range(10):
                 e = rng.randint(-3, 16)
-                start = -f32(rng.choice([rng.uniform(2.0 ** e, 2.0 ** (e + 1)), 2.0 ** e, 99_999.0]))
+                start = -f32(rng.choice([rng.uniform(2.0 ** e, 2.0 ** (e + 1)), 2.0 ** e, 99_999.0,
+                                         rng.uniform(99_850.0, 100_010.0), 100_000.0, 100_000.0078125,
+                                         rng.uniform(100_000.0, 131_000.0), -rng.uniform(99_900.0, 100_010.0)]))
+                start = rng.choice([start, start, start, 0.0, -0.0])
                 want = viterbi_steps(lattice_steps(word, enc.prefixes), len(word), enc.scores, enc.unk_id,
                                      enc.unk_score, start)
                 path, end = enc.resegment(word, start)
                 assert path == want[0] and bits(end) == bits(want[1])
         kept += sum(len(w.by_binade) for w in enc._steps.values())
-    assert kept > 300
+        by_reset += sum(len(w.by_reset) for w in enc._steps.values())
+    assert kept > 300 and by_reset > 300
     halfway = uf._SteppedWord(lattice_steps(b"a", {b"a": 0}), [-(1 + 2.0 ** -8)], -20.0)
     assert halfway.binade(-70_000.0) is None and halfway.binade(-3000.0) == 11  # grid 2^-7 vs 2^-12
