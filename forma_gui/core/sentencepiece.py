@@ -1627,6 +1627,12 @@ class SentencePieceTokenizer(Tokenizer):
         import numpy as np
 
         token = run.tokens[:, 0].copy()
+        tables = self.tables()
+        if not (tables["is_unknown"][token].any() or tables["is_control"][token].any()):
+            # (each piece its own token, as below: no unknown piece to spell out or merge)
+            n = len(token)
+            return (token, bounds[:-1], bounds[1:], run.before, run.added, np.ones(n, dtype=np.intp),
+                    run.bound, np.full(n, -1, dtype=np.int64))
         ids, begins, ends, first, last = self._populated_spans(normalized, token, off, bounds)
         lead = np.ones(len(first), dtype=bool)                          # (out,) first of its piece
         lead[1:] = first[1:] != first[:-1]
