@@ -192,6 +192,7 @@ llama.cpp's SentencePiece BPE, the prepended spaces included).
 from __future__ import annotations
 
 import math
+import struct
 import unicodedata
 import weakref
 from array import array
@@ -257,6 +258,8 @@ WALK_WINDOW, MAX_WALK_WINDOW = 1 << 12, 1 << 17
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
 WALK_REGIONS, WALK_WORDS = 64, 1024
+#: at most this many word bounds rounded to float32 in Python (`_bounds32`), more in numpy
+FEW_BOUNDS = 32
 #: a unigram .model's per-token columns (`IncrementalEncoder._scores`)
 _SCORE_COLUMNS = {"before": "f", "adds": "f", "count": "i", "bound": "f", "char": "i"}
 #: token runs whose bytes `_word_again` keeps (past this it starts afresh)
@@ -974,7 +977,7 @@ class IncrementalEncoder:
             return None
         data, pairs = spelled
         path, found_end = self._spellers()[0].resegment(data, b)
-        return found_end if len(path) == len(pairs) and all(p[0] == i for p, i in zip(path, pairs)) else None
+        return found_end if len(path) == len(pairs) and [i for i, _ in path] == pairs else None
 
     def _spelled_word(self, m: int, m_next: int) -> tuple[bytes, list[int]] | None:
         """(the normalized bytes of tokens m..m_next, the ids of the model's pieces there: a
@@ -1109,6 +1112,17 @@ class IncrementalEncoder:
         encode = self.tokenizer.encode_pretoken
         return [i for piece in pieces for i in encode(piece)]
 
+    def _byte_count(self, ids) -> int:
+        """How many bytes these tokens decode to, each alone (`token_bytes`; lengths kept per id)."""
+        lengths = self.__dict__.setdefault("_byte_lengths", {})
+        total = 0
+        for i in ids:
+            n = lengths.get(i)
+            if n is None:
+                n = lengths[i] = len(self.tokenizer.token_bytes(i))
+            total += n
+        return total
+
     def _splice(self, r: int, q_old: int, new, delta: int, extra=None) -> None:
         """Replace the tokens of old text[r:q_old] (inner coordinates) by `new` (and a unigram
         model's score columns by `extra`); shift the rest."""
@@ -1119,8 +1133,7 @@ class IncrementalEncoder:
         i0 = bisect_left(self.starts, r - off) if r > off else 0
         j0 = bisect_left(self.starts, q_old - off)
         # by the tokens' bytes: the old ones may have dropped a byte the vocabulary lacks
-        token_bytes = self.tokenizer.token_bytes
-        self.nbytes += sum(len(token_bytes(i)) for i in ids) - sum(len(token_bytes(i)) for i in self.ids[i0:j0])
+        self.nbytes += self._byte_count(ids) - self._byte_count(self.ids[i0:j0])
         self.ids[i0:j0] = array("i", ids)
         self.starts[i0:j0] = array("i", starts)
         self.ends[i0:j0] = array("i", ends)
@@ -1380,6 +1393,12 @@ def _added_matcher(matched: tuple[tuple[str, int], ...]) -> tuple[regex.Pattern,
 def _bounds32(bounds) -> array:
     """Word bounds (float64 values; NaN: no word starts there) as float32 rounded down: never
     above the bound `limits()` proved."""
+    if len(bounds) <= FEW_BOUNDS:  # (an edit's region: numpy's cost per call would dominate)
+        narrow = array("f", bounds)  # (to nearest, as numpy casts; inf past FLT_MAX)
+        for k, (value, wide) in enumerate(zip(narrow, bounds)):
+            if value > wide:
+                narrow[k] = _below32(value)
+        return narrow
     import numpy as np
 
     wide = np.asarray(bounds, dtype=np.float64)
@@ -1388,6 +1407,18 @@ def _bounds32(bounds) -> array:
         up = narrow > wide
     narrow[up] = np.nextafter(narrow[up], np.float32(-np.inf))
     return array("f", narrow.tobytes())
+
+
+def _below32(value: float) -> float:
+    """The float32 value next below a float32 value (numpy's ``nextafter(x, -inf)``)."""
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    if value > 0:  # (+inf too: FLT_MAX)
+        bits -= 1
+    elif value == 0:
+        bits = 0x8000_0001  # below +0 and -0: the smallest negative subnormal
+    else:
+        bits += 1
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
 def _rebased(score: float) -> float:

@@ -233,3 +233,19 @@ def test_scores_whose_sums_could_overflow_re_encode_in_full(tmp_path):
     enc = inc.IncrementalEncoder(tok, "ab ba")
     enc.apply_edit(1, 0, "a")
     check(enc, tok, "aab ba", library)
+
+
+@given(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(0, 2e5),
+                          st.sampled_from([0.0, -0.0, 5e-324, 1e-45, 3.4028235e38, 3.5e38, 1e39, -math.inf])),
+                max_size=inc.FEW_BOUNDS))
+def test_few_bounds_round_down_as_numpy(bounds):
+    """An edit's word bounds, rounded down to float32 in Python, are numpy's to the bit."""
+    from array import array
+
+    found = inc._bounds32(bounds)
+    wide = np.asarray(bounds, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        narrow = wide.astype(np.float32)
+        up = narrow > wide
+    narrow[up] = np.nextafter(narrow[up], np.float32(-np.inf))
+    assert found.tobytes() == array("f", narrow.tobytes()).tobytes()
