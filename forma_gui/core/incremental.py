@@ -250,11 +250,11 @@ CUT_WINDOW = 64
 #: an edit: a longer run without one (100k CJK characters with no punctuation, 200k digits,
 #: a screen of spaces) is re-encoded in full by the caller's worker, not in place
 LOCAL_LIMIT = 20_000
-#: a unigram edit's walk: its first window of tokens and first stretch of additions summed at
-#: once (`_sum_words`), each doubled while nothing stops them, up to the most; after a reset
-#: inside a word the stretch is a quarter more than the one before (resets come regularly),
-#: and a stretch ends two words past where the old scores were reset
-WALK_WINDOW, MAX_WALK_WINDOW = 1 << 12, 1 << 17
+#: a unigram edit's walk: its first stretch of tokens summed at once (`_sum_words`), doubled
+#: while nothing stops it, up to the most; after a reset inside a word the next is a quarter
+#: more than the one before (resets come regularly); after a stretch that ended past where
+#: the old scores were reset, a short one (the new ones are reset a few words later, if at all)
+WALK_WINDOW, MAX_WALK_WINDOW, WALK_AFTER_CUT = 1 << 12, 1 << 17, 1 << 9
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
 WALK_REGIONS, WALK_WORDS = 64, 1024
@@ -831,7 +831,7 @@ class IncrementalEncoder:
         it where a word starts (`_reencode_word`). False to fall back (with a limit: more
         words re-encoded than `WALK_REGIONS` or segmented again than `WALK_WORDS`)."""
         merged, regions = self.last_splice, 0
-        self._window, self._horizon, self._resegmented = WALK_WINDOW, WALK_WINDOW, 0
+        self._window, self._resegmented = WALK_WINDOW, 0
         while True:
             n = len(self.ids)
             if k >= n or self.flags[k] & SPECIAL:
@@ -861,18 +861,21 @@ class IncrementalEncoder:
         return True
 
     def _sum_words(self, k: int, b: float) -> tuple[int, float]:
-        """From word k's start score b (after the reset) on: the scores before the words that
-        keep their tokens, up to (token, score before it) of the first word whose score meets
-        its old one or that must be re-encoded (`_word_again`), a special token or the end.
-        The scores are float32 sums over a window of tokens (sequential, as the reference
-        adds); a word that leaves its bound but keeps its tokens when segmented again alone
-        does not stop it, and one whose score was reset inside starts the sums afresh."""
+        """One stretch of the walk from word k's start score b (after the reset; word k is
+        checked): (token, score before it) of the first word after k whose score meets its old
+        one, or that leaves its bound and whose tokens change when segmented again alone
+        (`_word_again`: the caller re-encodes it), or that follows a word the reset fell in
+        (the sums start again there), else the stretch's end: a word start, a special token or
+        the end. The scores are float32 sums over the stretch's tokens (sequential, as the
+        reference adds). A stretch ends two words past the first place the old scores were
+        reset in it: the new ones are reset near there, and meet the old ones just after."""
         import numpy as np
 
         n, window = len(self.ids), self._window
+        kept, bound = self._before, self._bound
         while True:  # up to a special token, the end, or the window's last word start
             hi = min(n, k + window)
-            marks = np.flatnonzero(~np.isnan(self._bound[k + 1:hi])) + k + 1
+            marks = np.flatnonzero(~np.isnan(bound[k + 1:hi])) + k + 1
             special = np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)[k + 1:hi] & SPECIAL) \
                 if self._added is not None else marks[:0]
             end = int(special[0]) + k + 1 if len(special) else n if hi == n else \
@@ -881,68 +884,41 @@ class IncrementalEncoder:
                 break
             window *= 2  # no word starts in the window
         marks = marks[marks < end]
-        run, source, at = self._additions(k, end, marks)
-        kept, bound = self._before, self._bound
-        # run[:q + 1] holds path scores (run[i]: after i additions), run[q + 1:] the additions
-        # still to sum; marks[first:] are not decided yet; the sums (re)started at slot p
-        first, p, q, horizon = 0, 0, 0, self._horizon
-        run[0] = b
-        last = None
-        # where the old scores were reset (a word start above the one before it): the new
-        # ones reset near there, so a stretch of sums ends just past it, not a horizon beyond
         old_m = kept[marks]
-        resets = (np.flatnonzero(old_m[1:] > old_m[:-1]) + 3).tolist()  # (in `at`: 2 words on)
-        del old_m
-        while last is None:
-            ahead = bisect_right(resets, first + 1)
-            stop = at[resets[ahead]] if ahead < len(resets) and resets[ahead] < len(at) else len(run) - 1
-            p, q = q, min(len(run) - 1, q + horizon, max(q + 1, stop))
-            np.cumsum(run[p:q + 1], out=run[p:q + 1])  # sequential float32 sums, as the reference adds
-            upto = first + int(np.searchsorted(at[first + 1:-1], q, side="right"))
-            new_m = run[at[first + 1:upto + 1]].astype(np.float64)
-            # (a start past the reset leaves its bound: segmented again, it resets there, and
-            # where both scores were reset the next word's start meets the old one)
-            meets = new_m == kept[marks[first:upto]]
-            with np.errstate(invalid="ignore"):
-                leaves = ~(np.abs(new_m) <= bound[marks[first:upto]])
-            decided = upto
-            for j in map(int, np.flatnonzero(meets | leaves)):  # (lazily: past a reset, all of them)
-                m, e = int(marks[first + j]), int(at[first + j + 2])   # the word, its end's slot
-                m_next = int(marks[first + j + 1]) if first + j + 1 < len(marks) else end
-                found = None if meets[j] else self._word_again(m, m_next, float(new_m[j]))
-                if found is None:  # its old score again (the rest is the old text's), or re-encode
-                    decided, last, value = first + j, m, float(new_m[j])
-                    break
-                if e > q:  # its end lies past the sums so far
-                    np.cumsum(run[q:e + 1], out=run[q:e + 1])
-                    q = e
-                if found != run[e]:  # the same tokens, and a reset inside: the sums start again
-                    kept[marks[first:first + j + 1]] = new_m[:j + 1]
-                    first, decided = first + j + 1, None
-                    horizon = max(WALK_WINDOW, (e - p) * 5 // 4)
-                    run[e] = found
-                    if m_next == end:
-                        last, value = end, found
-                    else:
-                        run[e + 1:q + 1] = source[e + 1:q + 1]  # (the sums past e start again)
-                        q = e
-                    break
-            if decided is not None:
-                kept[marks[first:decided]] = new_m[:decided - first]  # kept at word starts
-                first = decided
-                if last is None and q == len(run) - 1:
-                    last, value = end, float(run[q])
-                horizon = min(MAX_WALK_WINDOW, 2 * horizon)
-        self._horizon = horizon
-        if last == end:  # the next window twice as long (resets restart the sums inside one)
-            self._window = min(MAX_WALK_WINDOW, 2 * window)
-        return last, value
+        jumps = np.flatnonzero(old_m[1:] > old_m[:-1])  # (a start above the one before: a reset)
+        cut = len(jumps) and int(jumps[0]) + 3 < len(marks)
+        if cut:
+            last = int(jumps[0]) + 3
+            end, marks, old_m = int(marks[last]), marks[:last], old_m[:last]
+        run, at = self._additions(k, end, marks)
+        run[0] = b
+        np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
+        new_m = run[at[1:-1]].astype(np.float64)
+        meets = new_m == old_m
+        with np.errstate(invalid="ignore"):
+            leaves = ~(np.abs(new_m) <= bound[marks])
+        # (a start past the reset leaves its bound: segmented again, it resets there, and where
+        # both scores were reset the next word's start meets the old one)
+        for j in map(int, np.flatnonzero(meets | leaves)):
+            m, value = int(marks[j]), float(new_m[j])
+            m_next = int(marks[j + 1]) if j + 1 < len(marks) else end
+            found = None if meets[j] else self._word_again(m, m_next, value)
+            if found is None:  # its old score again (the rest is the old text's), or re-encode
+                kept[marks[:j]] = new_m[:j]
+                return m, value
+            if found != run[at[j + 2]]:  # the same tokens, and a reset inside: start again
+                kept[marks[:j + 1]] = new_m[:j + 1]
+                self._window = max(WALK_WINDOW, (m_next - k) * 5 // 4)
+                return m_next, found
+        kept[marks] = new_m  # kept at word starts
+        # past a place the old scores were reset, the new ones were not yet: soon, if at all
+        self._window = WALK_AFTER_CUT if cut else min(MAX_WALK_WINDOW, 2 * window)
+        return end, float(run[-1])
 
     def _additions(self, k: int, end: int, marks):
         """(a float32 buffer: a slot for the start score, then the additions of tokens
-        k..end, each token's score once per addition; a copy of it that the sums leave
-        alone, to sum a stretch again after a reset inside it; the addition index of k, of
-        each mark and of end)."""
+        k..end, each token's score once per addition; the addition index of k, of each mark
+        and of end)."""
         import numpy as np
 
         count, adds = self._count[k:end], self._adds[k:end]
@@ -951,14 +927,12 @@ class IncrementalEncoder:
         if (count != 1).any():  # a run of unknown pieces adds the unknown score once per piece
             added = np.zeros(end - k + 1, dtype=np.intp)
             np.cumsum(count, out=added[1:])
-            at = added[at - k]
-            source = np.empty(int(added[-1]) + 1, dtype=np.float32)
-            source[1:] = np.repeat(adds, count)
-        else:
-            at = at - k
-            source = np.empty(end - k + 1, dtype=np.float32)
-            source[1:] = adds
-        return source.copy(), source, at
+            run = np.empty(int(added[-1]) + 1, dtype=np.float32)
+            run[1:] = np.repeat(adds, count)
+            return run, added[at - k]
+        run = np.empty(end - k + 1, dtype=np.float32)
+        run[1:] = adds
+        return run, at - k
 
     def _word_again(self, m: int, m_next: int, b: float) -> float | None:
         """The end score `viterbi_from` gives the normalized bytes of tokens m..m_next (from a
