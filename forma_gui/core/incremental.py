@@ -363,6 +363,11 @@ class TextBlocks:
         self._joined = None
 
 
+def _score_column(name: str) -> property:
+    """A view of one of a unigram .model's per-token score columns (`IncrementalEncoder._scores`)."""
+    return property(lambda self: self._scores.column(name))
+
+
 class IncrementalEncoder:
     """A document's tokens, kept current edit by edit (see the module docstring).
 
@@ -415,25 +420,7 @@ class IncrementalEncoder:
         self.set_text(text)
 
     # ---- a unigram .model's score columns (views: take them again after a splice) ---------
-    @property
-    def _before(self):
-        return self._scores.column("before")
-
-    @property
-    def _adds(self):
-        return self._scores.column("adds")
-
-    @property
-    def _count(self):
-        return self._scores.column("count")
-
-    @property
-    def _bound(self):
-        return self._scores.column("bound")
-
-    @property
-    def _char(self):
-        return self._scores.column("char")
+    _before, _adds, _count, _bound, _char = (_score_column(name) for name in _SCORE_COLUMNS)
 
     # ---- public state ------------------------------------------------------------------
     @property
@@ -825,7 +812,7 @@ class IncrementalEncoder:
         encoded with (from there on nothing differs), a special token or the text's end.
 
         A word whose start score stays within its bound keeps its tokens (`limits()`), and
-        the scores are summed over them a window at a time (`_sum_words`); a word that leaves
+        the scores are summed over them a stretch at a time (`_sum_words`); a word that leaves
         its bound is segmented again from its tokens' bytes (`_word_again`), and one whose
         tokens then change is re-encoded from the last cut before it to the first cut after
         it where a word starts (`_reencode_word`). False to fall back (with a limit: more
@@ -886,7 +873,7 @@ class IncrementalEncoder:
         marks = marks[marks < end]
         old_m = kept[marks]
         jumps = np.flatnonzero(old_m[1:] > old_m[:-1])  # (a start above the one before: a reset)
-        cut = len(jumps) and int(jumps[0]) + 3 < len(marks)
+        cut = len(jumps) > 0 and int(jumps[0]) + 3 < len(marks)
         if cut:
             last = int(jumps[0]) + 3
             end, marks, old_m = int(marks[last]), marks[:last], old_m[:last]
