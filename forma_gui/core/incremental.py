@@ -254,7 +254,7 @@ LOCAL_LIMIT = 20_000
 #: while nothing stops it, up to the most; after a reset inside a word the next is a quarter
 #: more than the one before (resets come regularly); after a stretch that ended past where
 #: the old scores were reset, a short one (the new ones are reset a few words later, if at all)
-WALK_WINDOW, MAX_WALK_WINDOW, WALK_AFTER_CUT = 1 << 12, 1 << 17, 1 << 9
+WALK_WINDOW, MAX_WALK_WINDOW, WALK_AFTER_CUT = 1 << 14, 1 << 17, 1 << 9
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
 WALK_REGIONS, WALK_WORDS = 64, 1024
