@@ -27,13 +27,17 @@ class FormatError(ValueError):
     """
 
     def __init__(self, message: str, *, path: str | os.PathLike | None = None,
-                 offset: int | None = None, line: int | None = None) -> None:
+                 offset: int | None = None, line: int | None = None,
+                 json_path: tuple[str | int, ...] | None = None) -> None:
         if len(message) > MAX_MESSAGE:
             message = f"{message[:MAX_MESSAGE]}... ({len(message)} characters)"
         self.message = message
         self.path = os.fspath(path) if path is not None else None
         self.offset = offset
         self.line = line
+        # the object keys and array indices of the JSON value at fault: the reader that holds
+        # the file's bytes turns them into the offset (`json_text.located`)
+        self.json_path = json_path
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -49,4 +53,5 @@ class FormatError(ValueError):
 
     def with_path(self, path: str | os.PathLike) -> "FormatError":
         """Return a copy that names `path` (used when a parser ran on bytes, not a file)."""
-        return FormatError(self.message, path=path, offset=self.offset, line=self.line)
+        return FormatError(self.message, path=path, offset=self.offset, line=self.line,
+                           json_path=self.json_path)

@@ -16,7 +16,7 @@ from forma_gui.core.bytelevel import ByteLevelBPETokenizer, MergeError
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError, shown
 from forma_gui.formats.file_bytes import read_bytes
-from forma_gui.formats.json_text import BOM, check_text, parse_json
+from forma_gui.formats.json_text import BOM, check_text, located, parse_json
 from forma_gui.formats.limits import check_id_space
 
 JSON_NAMES = ("vocab.json", "encoder.json")
@@ -61,16 +61,26 @@ def _starts_with_brace(path: Path) -> bool:
 
 
 def read_vocab(path: Path) -> dict[str, int]:
-    """The JSON {piece: id} map, checked: string keys, non-negative integer ids."""
-    vocab = parse_json(read_bytes(path), path)
+    """The JSON {piece: id} map, checked: string keys, non-negative integer ids (an error
+    names the byte offset of the value at fault)."""
+    data = read_bytes(path)
+    vocab = parse_json(data, path)
+    try:
+        _check_vocab(vocab, path)
+    except FormatError as e:
+        raise located(e, data) from None
+    return vocab
+
+
+def _check_vocab(vocab, path: Path) -> None:
     if not isinstance(vocab, dict) or not vocab:
-        raise FormatError("expected a JSON object mapping pieces to ids", path=path)
+        raise FormatError("expected a JSON object mapping pieces to ids", path=path, json_path=())
     bad = next((k for k, v in vocab.items() if type(v) is not int or v < 0), None)
     if bad is not None:
-        raise FormatError(f"expected a non-negative integer id for {shown(bad)}, got {vocab[bad]!r:.60}", path=path)
-    check_text(list(vocab), "piece {s}", path)
+        raise FormatError(f"expected a non-negative integer id for {shown(bad)}, got {vocab[bad]!r:.60}",
+                          path=path, json_path=(bad,))
+    check_text(list(vocab), "piece {s}", path, lambda n, s: (s,))
     check_id_space(max(vocab.values()), len(vocab), "id", path)
-    return vocab
 
 
 def read_merges(path: Path) -> tuple[list[str], list[int]]:

@@ -18,7 +18,7 @@ import numpy as np
 from forma_gui.core.ggml_types import tensor_nbytes
 from forma_gui.errors import FormatError, shown
 from forma_gui.formats.file_bytes import PICKLE_HINT, read_bytes, read_head
-from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.json_text import located, parse_json
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo, storage_dtype
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -307,21 +307,22 @@ def _union(sources: list[Any]) -> list[TensorInfo]:
 
 def _open_shards(index_path: Path) -> WeightFile:
     """A model.safetensors.index.json: {"metadata": {...}, "weight_map": {tensor: shard}}."""
-    index = _read_index(index_path)
+    index, data = _read_index(index_path)
     weight_map = index["weight_map"]
     folder = index_path.parent
     names = list(dict.fromkeys(weight_map.values()))
     for name in names:
         if Path(name).name != name or name in ("", ".", "..") or not _file_name_ok(name):
-            raise FormatError(f"shard name {name!r:.80} is not a plain file name in this folder",
-                              path=index_path)
+            tensor = next(t for t, shard in weight_map.items() if shard == name)
+            raise located(FormatError(f"shard name {name!r:.80} is not a plain file name in this folder",
+                                      path=index_path, json_path=("weight_map", tensor)), data)
     wf = _open_safetensors([folder / n for n in names], index_path, index.get("metadata", {}))
     for tensor, shard in weight_map.items():
         info = wf._by_name.get(tensor)
         if info is None or Path(info.file).name != shard:
             wf.close()
-            raise FormatError(f"the index puts {tensor!r} in {shard}, but that shard does not "
-                              "hold it", path=index_path)
+            raise located(FormatError(f"the index puts {tensor!r} in {shard}, but that shard does not "
+                                      "hold it", path=index_path, json_path=("weight_map", tensor)), data)
     return wf
 
 
@@ -333,13 +334,19 @@ def _file_name_ok(name: str) -> bool:
         return False
 
 
-def _read_index(path: Path) -> dict[str, Any]:
-    index = parse_json(read_bytes(path, limit=MAX_INDEX_BYTES, what="index"), path)
+def _read_index(path: Path) -> tuple[dict[str, Any], bytes]:
+    """(the index, its bytes: errors about its values name their offsets)."""
+    data = read_bytes(path, limit=MAX_INDEX_BYTES, what="index")
+    index = parse_json(data, path)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(
             isinstance(v, str) for v in weight_map.values()):
-        raise FormatError("expected an object with a \"weight_map\" of tensor -> shard file",
-                          path=path)
+        bad = next((k for k, v in weight_map.items() if not isinstance(v, str)), None) \
+            if isinstance(weight_map, dict) else None
+        raise located(FormatError("expected an object with a \"weight_map\" of tensor -> shard file",
+                                  path=path, json_path=("weight_map", bad) if bad is not None else ("weight_map",)),
+                      data)
     if not isinstance(index.get("metadata", {}), dict):
-        raise FormatError("expected \"metadata\" to be an object", path=path)
-    return index
+        raise located(FormatError("expected \"metadata\" to be an object", path=path, json_path=("metadata",)),
+                      data)
+    return index, data

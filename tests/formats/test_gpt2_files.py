@@ -97,18 +97,20 @@ def test_malformed_merge_line(tmp_path):
     assert info.value.line == 1
 
 
-@pytest.mark.parametrize("body, match", [
-    ("[1, 2]", "JSON object"),
-    ('{"a": "x"}', "integer id"),
-    ('{"a": 0', "invalid JSON"),
-    ('{"a": 0, "b": 0}', "used by both"),
-    ('{"a": 0, "b\\udc80": 1}', r"piece 'b\\udc80': a lone UTF-16 surrogate"),  # HF refuses it too
+@pytest.mark.parametrize("body, match, at", [
+    ("[1, 2]", "JSON object", 0),
+    ('{"a": 0,\n "b": "x"}', "integer id", 15),
+    ('{"a": 0', "invalid JSON", 7),
+    ('{"a": 0, "b": 0}', "used by both", None),
+    ('{"a": 0,\n "b\\udc80": 1}', r"piece 'b\\udc80': a lone UTF-16 surrogate", 21),  # HF refuses it too
 ])
-def test_bad_json(tmp_path, body, match):
+def test_bad_json(tmp_path, body, match, at):
+    """Each names the byte offset of the value at fault (counted here by hand)."""
     (tmp_path / "vocab.json").write_text(body, "utf-8")
     (tmp_path / "merges.txt").write_text("", "utf-8")
-    with pytest.raises(FormatError, match=match):
+    with pytest.raises(FormatError, match=match) as info:
         load_gpt2(tmp_path / "vocab.json")
+    assert info.value.offset == at
 
 
 def test_small_vocabulary_known_answer(tmp_path):

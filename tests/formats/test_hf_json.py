@@ -155,38 +155,51 @@ def test_missing_bytes_are_dropped_or_unknown(tmp_path):
             assert ours.encode(text) == _hf_ids(hf, text), (extra, text)
 
 
-@pytest.mark.parametrize("edit, match", [
-    (lambda s: s["model"].update(type="WordPiece"), "'WordPiece' is not supported"),
-    (lambda s: s["model"].update(type="Unigram"), "'Unigram' is not supported"),
-    (lambda s: s.update(pre_tokenizer={"type": "Metaspace"}), "'Metaspace' is not supported"),
-    (lambda s: s.update(pre_tokenizer=None), "without a ByteLevel"),
-    (lambda s: s.update(normalizer={"type": "Lowercase"}), "'Lowercase' is not supported"),
+@pytest.mark.parametrize("edit, match, value", [
+    (lambda s: s["model"].update(type="WordPiece"), "'WordPiece' is not supported", lambda s: s["model"]["type"]),
+    (lambda s: s["model"].update(type="Unigram"), "'Unigram' is not supported", lambda s: s["model"]["type"]),
+    (lambda s: s.update(pre_tokenizer={"type": "Metaspace"}), "'Metaspace' is not supported",
+     lambda s: "Metaspace"),
+    (lambda s: s.update(pre_tokenizer=None), "without a ByteLevel", lambda s: None),
+    (lambda s: s.update(normalizer={"type": "Lowercase"}), "'Lowercase' is not supported", lambda s: "Lowercase"),
     (lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": "x"}, "behavior": "Removed"}, BYTELEVEL]}), "Removed"),
-    (lambda s: s["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix"),
-    (lambda s: s["model"]["merges"].append("a zzz"), r"model.merges\[3\]"),
-    (lambda s: s["added_tokens"].append({"content": 5}), r"added_tokens\[0\]"),
-    (lambda s: s["model"]["vocab"].update(c=-1), r"model.vocab\['c'\]"),
-    (lambda s: s["model"]["vocab"].update(c=True), r"model.vocab\['c'\]"),
-    (lambda s: s["model"]["vocab"].update(c=2.0), r"model.vocab\['c'\]"),
-    (lambda s: s["model"].update(merges=[["a", "b"], ["a", ["a"]]]), r"model.merges\[1\]"),
-    (lambda s: s["model"].update(merges=[["a", "b"], ["a"]]), r"model.merges\[1\]"),
-    (lambda s: s["model"].update(merges=[["a", "b"], 5]), r"model.merges\[1\]"),
+        {"type": "Split", "pattern": {"Regex": "x"}, "behavior": "Removed"}, BYTELEVEL]}), "Removed",
+     lambda s: s["pre_tokenizer"]["pretokenizers"][0]),
+    (lambda s: s["model"].update(continuing_subword_prefix="##"), "continuing_subword_prefix", lambda s: "##"),
+    (lambda s: s["model"]["merges"].append("a zzz"), r"model.merges\[3\]", lambda s: "a zzz"),
+    (lambda s: s["added_tokens"].append({"content": 5}), r"added_tokens\[0\]", lambda s: {"content": 5}),
+    (lambda s: s["model"]["vocab"].update(c=-1), r"model.vocab\['c'\]", lambda s: -1),
+    (lambda s: s["model"]["vocab"].update(c=True), r"model.vocab\['c'\]", lambda s: True),
+    (lambda s: s["model"]["vocab"].update(c=2.0), r"model.vocab\['c'\]", lambda s: 2.0),
+    (lambda s: s["model"].update(merges=[["a", "b"], ["a", ["a"]]]), r"model.merges\[1\]", lambda s: ["a", ["a"]]),
+    (lambda s: s["model"].update(merges=[["a", "b"], ["a"]]), r"model.merges\[1\]", lambda s: ["a"]),
+    (lambda s: s["model"].update(merges=[["a", "b"], 5]), r"model.merges\[1\]", lambda s: 5),
     (lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": "(x"}, "behavior": "Isolated"}, BYTELEVEL]}), "regex"),
-    (lambda s: s["model"]["vocab"].update({"c\udc80": 9}), r"model.vocab\['c\\udc80'\]: a lone"),
-    (lambda s: s["added_tokens"].append({"id": 9, "content": "\ud800"}), r"added_tokens\[0\].*a lone"),
+        {"type": "Split", "pattern": {"Regex": "(x"}, "behavior": "Isolated"}, BYTELEVEL]}), "regex",
+     lambda s: s["pre_tokenizer"]),
+    (lambda s: s["model"]["vocab"].update({"c\udc80": 9}), r"model.vocab\['c\\udc80'\]: a lone", lambda s: 9),
+    (lambda s: s["added_tokens"].append({"id": 9, "content": "\ud800"}), r"added_tokens\[0\].*a lone",
+     lambda s: {"id": 9, "content": "\ud800"}),
 ])
-def test_unsupported_or_bad_content_is_a_format_error(tmp_path, edit, match):
+@pytest.mark.parametrize("indent", [None, 1])
+def test_unsupported_or_bad_content_is_a_format_error(tmp_path, edit, match, value, indent):
+    """Each names the file once, the JSON path, and the byte offset and line of the value at
+    fault (with or without a BOM): the value decoded there is the one the edit put in."""
     small = ({"a": 0, "b": 1, "ab": 2, "Ġ": 3}, ["a b", "a a", "b b"])
     small = ({**small[0], "aa": 4, "bb": 5}, small[1])
     path = _write(tmp_path, small, pre_tokenizer=BYTELEVEL)
     spec = json.loads(path.read_text("utf-8"))
     edit(spec)
-    path.write_text(json.dumps(spec), "utf-8")
-    with pytest.raises(FormatError, match=match) as info:
-        load_hf_tokenizer(path)
-    assert str(info.value).count(str(path)) == 1
+    for bom in (b"", b"\xef\xbb\xbf"):
+        data = bom + json.dumps(spec, indent=indent).encode("utf-8")
+        path.write_bytes(data)
+        with pytest.raises(FormatError, match=match) as info:
+            load_hf_tokenizer(path)
+        error = info.value
+        assert str(error).count(str(path)) == 1
+        assert error.offset is not None and error.line == data.count(b"\n", 0, error.offset) + 1
+        found = json.JSONDecoder().raw_decode(data[error.offset:].decode("utf-8"))[0]
+        assert found == value(spec)
 
 
 def test_a_byte_order_mark_is_accepted(tmp_path, gpt2_model):

@@ -147,17 +147,25 @@ def test_sharded_folder(tmp_path: Path) -> None:
                 np.testing.assert_array_equal(w.dequantize(name), arr.astype(np.float32))
 
 
-@pytest.mark.parametrize("weight_map, words", [
-    ({"a": "../outside.safetensors"}, "plain file name"),
-    ({"a": "/etc/passwd"}, "plain file name"),
-    ({"a": "x.safetensors", "zzz": "x.safetensors"}, "does not hold it"),
-    ({"a": "missing.safetensors"}, "cannot open"),
+@pytest.mark.parametrize("weight_map, words, at", [
+    ({"a": "../outside.safetensors"}, "plain file name", "../outside.safetensors"),
+    ({"a": "/etc/passwd"}, "plain file name", "/etc/passwd"),
+    ({"a": "x.safetensors", "zzz": "x.safetensors"}, "does not hold it", "x.safetensors"),
+    ({"a": "x.safetensors", "b": 5}, "weight_map", 5),
+    ({"a": "missing.safetensors"}, "cannot open", None),
 ])
-def test_bad_index(tmp_path: Path, weight_map: dict, words: str) -> None:
+def test_bad_index(tmp_path: Path, weight_map: dict, words: str, at) -> None:
+    """An index entry at fault is named by its byte offset and line (the value there is the
+    entry's shard); a shard that cannot be opened is named itself."""
     st_numpy.save_file({"a": np.zeros(2, np.float32)}, tmp_path / "x.safetensors")
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
-    with pytest.raises(FormatError, match=words):
+    data = json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1).encode()
+    (tmp_path / "model.safetensors.index.json").write_bytes(data)
+    with pytest.raises(FormatError, match=words) as info:
         open_weights(tmp_path)
+    if at is not None:
+        error = info.value
+        assert error.line == data.count(b"\n", 0, error.offset) + 1 > 1
+        assert json.JSONDecoder().raw_decode(data[error.offset:].decode())[0] == at
 
 
 def test_same_tensor_in_two_shards(tmp_path: Path) -> None:
