@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from forma_gui.errors import FormatError, shown
-from forma_gui.formats.json_text import parse_json
+from forma_gui.formats.json_text import located, parse_json
 from forma_gui.formats.limits import shape_fits
 from forma_gui.formats.mapped_file import MappedFile
 from forma_gui.formats.tensor_info import ELEMENT_STORAGE, TensorInfo
@@ -48,14 +48,24 @@ class SafetensorsFile(MappedFile):
 
     def __init__(self, path: str | os.PathLike) -> None:
         super().__init__(path)
+        self._header_bytes = b""  # (while the header is checked: errors locate their value in it)
         with self._closing_on_error():
             header = self._read_header()
             self.data_offset = HEADER_LENGTH_BYTES + self.header_length
             self.metadata = self._metadata(header.pop("__metadata__", {}))
             self.tensors = self._tensors(header)
+            self._header_bytes = b""
             self._map()
 
-    def _fail(self, message: str, offset: int | None = None) -> FormatError:
+    def _fail(self, message: str, offset: int | None = None, *,
+              json_path: tuple[str, ...] | None = None) -> FormatError:
+        """The error, at the byte of the header value `json_path` names when given (else at
+        `offset`)."""
+        if json_path is not None:
+            found = located(FormatError(message, path=self.path, json_path=json_path),
+                            self._header_bytes, base=HEADER_LENGTH_BYTES)
+            if found.offset is not None:
+                return found
         return FormatError(message, path=self.path, offset=offset)
 
     def _read_header(self) -> dict[str, Any]:
@@ -71,7 +81,8 @@ class SafetensorsFile(MappedFile):
             raise self._fail(f"header length {n} is over the {MAX_HEADER_BYTES}-byte limit "
                              "of the safetensors format", 0)
         self.header_length = n
-        return self._parse_json(self._file.read(n))
+        self._header_bytes = self._file.read(n)
+        return self._parse_json(self._header_bytes)
 
     def _parse_json(self, text: bytes) -> dict[str, Any]:
         header = parse_json(text, self.path, base=HEADER_LENGTH_BYTES)
@@ -82,7 +93,7 @@ class SafetensorsFile(MappedFile):
     def _metadata(self, meta: Any) -> dict[str, str]:
         if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
             raise self._fail("expected __metadata__ to map strings to strings",
-                             HEADER_LENGTH_BYTES)
+                             HEADER_LENGTH_BYTES, json_path=("__metadata__",))
         return dict(meta)
 
     def _tensors(self, header: dict[str, Any]) -> list[TensorInfo]:
@@ -94,17 +105,19 @@ class SafetensorsFile(MappedFile):
         where = f"tensor {shown(name)}"
         if not isinstance(entry, dict):
             raise self._fail(f"{where}: expected an object with dtype, shape, data_offsets",
-                             HEADER_LENGTH_BYTES)
+                             HEADER_LENGTH_BYTES, json_path=(name,))
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
         if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
             raise self._fail(f"{where}: unsupported dtype {dtype!r:.80} (expected one of "
-                             f"{', '.join(SAFETENSORS_DTYPES)})", HEADER_LENGTH_BYTES)
+                             f"{', '.join(SAFETENSORS_DTYPES)})", HEADER_LENGTH_BYTES,
+                             json_path=(name, "dtype"))
         if not _int_list(shape) or len(shape) > MAX_DIMS or any(d < 0 for d in shape):
             raise self._fail(f"{where}: expected shape to be a list of at most {MAX_DIMS} "
-                             f"non-negative integers, found {shape!r:.80}", HEADER_LENGTH_BYTES)
+                             f"non-negative integers, found {shape!r:.80}", HEADER_LENGTH_BYTES,
+                             json_path=(name, "shape"))
         if not _int_list(offsets) or len(offsets) != 2:
             raise self._fail(f"{where}: expected data_offsets [begin, end], found "
-                             f"{offsets!r:.80}", HEADER_LENGTH_BYTES)
+                             f"{offsets!r:.80}", HEADER_LENGTH_BYTES, json_path=(name, "data_offsets"))
         return self._place(name, dtype, tuple(shape), *offsets)
 
     def _place(self, name: str, dtype: str, shape: tuple[int, ...], begin: int,
@@ -112,14 +125,16 @@ class SafetensorsFile(MappedFile):
         data_size = self.file_size - self.data_offset
         if not 0 <= begin <= end <= data_size:
             raise self._fail(f"tensor {shown(name)}: data_offsets [{begin}, {end}] outside the "
-                             f"{data_size}-byte data section", HEADER_LENGTH_BYTES)
+                             f"{data_size}-byte data section", HEADER_LENGTH_BYTES,
+                             json_path=(name, "data_offsets"))
         if not shape_fits(shape):
             raise self._fail(f"tensor {shown(name)}: shape {list(shape)!s:.80} is too large for an "
-                             "array", HEADER_LENGTH_BYTES)
+                             "array", HEADER_LENGTH_BYTES, json_path=(name, "shape"))
         expected = math.prod(shape) * SAFETENSORS_DTYPES[dtype].itemsize
         if end - begin != expected:
             raise self._fail(f"tensor {shown(name)}: shape {list(shape)} of {dtype} needs {expected} "
-                             f"bytes, but data_offsets span {end - begin}", HEADER_LENGTH_BYTES)
+                             f"bytes, but data_offsets span {end - begin}", HEADER_LENGTH_BYTES,
+                             json_path=(name, "data_offsets"))
         return TensorInfo(name, shape, dtype, self.data_offset + begin, end - begin, self.path)
 
     def _check_tiling(self, tensors: list[TensorInfo]) -> None:

@@ -196,30 +196,34 @@ def entry(dtype: str = "F32", shape: list = (2,), offsets: list = (0, 8)) -> dic
     (blob(None, raw_header=b"\xff{}"), 8, "UTF-8"),
     (blob(None, raw_header=b"[" * 100000 + b"]" * 100000), 8, "nested"),
     (blob([1, 2]), 8, "JSON object"),
-    (blob({"__metadata__": {"a": 1}}), 8, "strings to strings"),
-    (blob({"w": entry(dtype="Q4_0")}, b"\0" * 8), 8, "unsupported dtype 'Q4_0'"),
-    (blob({"w": entry(shape=[-2])}, b"\0" * 8), 8, "non-negative"),
-    (blob({"w": entry(shape=[2.0])}, b"\0" * 8), 8, "shape"),
-    (blob({"w": entry(shape=[True, 2])}, b"\0" * 8), 8, "shape"),
-    (blob({"w": entry(offsets=[0])}, b"\0" * 8), 8, "data_offsets"),
-    (blob({"w": entry(offsets=[0, 2**70])}, b"\0" * 8), 8, "outside"),
-    (blob({"w": entry(offsets=[8, 0])}, b"\0" * 8), 8, "outside"),
-    (blob({"w": entry(shape=[2**40, 2**40])}, b"\0" * 8), 8, "too large"),
-    (blob({"w": entry(shape=[0, 2**62], offsets=[0, 0])}, b""), 8, "too large"),  # empty, no array
-    (blob({"w": entry(shape=[3])}, b"\0" * 8), 8, "needs 12 bytes"),
+    (blob({"__metadata__": {"a": 1}}), ("at", {"a": 1}), "strings to strings"),
+    (blob({"w": entry(dtype="Q4_0")}, b"\0" * 8), ("at", "Q4_0"), "unsupported dtype 'Q4_0'"),
+    (blob({"w": entry(shape=[-2])}, b"\0" * 8), ("at", [-2]), "non-negative"),
+    (blob({"w": entry(shape=[2.0])}, b"\0" * 8), ("at", [2.0]), "shape"),
+    (blob({"w": entry(shape=[True, 2])}, b"\0" * 8), ("at", [True, 2]), "shape"),
+    (blob({"w": entry(offsets=[0])}, b"\0" * 8), ("at", [0]), "data_offsets"),
+    (blob({"w": entry(offsets=[0, 2**70])}, b"\0" * 8), ("at", [0, 2**70]), "outside"),
+    (blob({"w": entry(offsets=[8, 0])}, b"\0" * 8), ("at", [8, 0]), "outside"),
+    (blob({"w": entry(shape=[2**40, 2**40])}, b"\0" * 8), ("at", [2**40, 2**40]), "too large"),
+    (blob({"w": entry(shape=[0, 2**62], offsets=[0, 0])}, b""), ("at", [0, 2**62]), "too large"),  # empty, no array
+    (blob({"w": entry(shape=[3])}, b"\0" * 8), ("at", [0, 8]), "needs 12 bytes"),
     (blob({"w": entry(), "v": entry(offsets=[4, 12])}, b"\0" * 12), None, "overlaps"),
     (blob({"w": entry(offsets=[4, 12])}, b"\0" * 12), None, "hole"),
     (blob({"w": entry()}, b"\0" * 12), None, "after the last tensor"),
-    (blob({"w": "F32"}, b""), 8, "expected an object"),
+    (blob({"w": "F32"}, b""), ("at", "F32"), "expected an object"),
 ], ids=lambda v: v if isinstance(v, str) else None)
-def test_hostile_headers(tmp_path: Path, content: bytes, offset: int | None, words: str) -> None:
+def test_hostile_headers(tmp_path: Path, content: bytes, offset, words: str) -> None:
+    """Each error names the file and a byte offset: a fixed one, or (``("at", value)``) that of
+    the header value at fault, which is what decodes there."""
     path = tmp_path / "bad.safetensors"
     path.write_bytes(content)
     with pytest.raises(FormatError, match=words) as info:
         SafetensorsFile(path)
     assert info.value.path == str(path)
     assert info.value.offset is not None
-    if offset is not None:
+    if isinstance(offset, tuple):
+        assert json.JSONDecoder().raw_decode(content[info.value.offset:].decode())[0] == offset[1]
+    elif offset is not None:
         assert info.value.offset == offset
 
 
