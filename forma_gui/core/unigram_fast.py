@@ -327,7 +327,7 @@ class UnigramEncoder:
             import numpy as np
 
             if len(self._columns[0]) - have <= FEW_LIMITS:  # (an edit's new words)
-                cols = [self._columns[i][have:] for i, name in enumerate(_COLUMNS) if name in _BOUNDS]
+                cols = [self._columns[list(_COLUMNS).index(name)][have:] for name in _BOUNDS]
                 self._limits.extend(limit_one(*values, self.arithmetic) for values in zip(*cols))
                 return self._limits[k]
             cols = {name: np.frombuffer(self._columns[i], dtype=code)[have:]
