@@ -299,21 +299,22 @@ class UnigramEncoder:
             word = self._steps[data] = _SteppedWord(lattice_steps(data, self.prefixes), self.scores,
                                                    self.unk_score)
         binade = word.binade(start)
-        if binade is not None:
-            found = word.by_binade.get(binade)
-            if found is None:
-                path, end = viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
-                found = word.by_binade[binade] = (path, end - start)
-            return found[0], start + found[1]
-        key = word.reset_key(start, len(data), self.scores, self.unk_id, self.unk_score)
-        if key is None:
-            return viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
-        shifted = key[-1] is None  # no reset inside: the start plus a constant, as above
-        found = word.by_reset.get(key)
+        if binade is None:
+            key = word.reset_key(start, len(data), self.scores, self.unk_id, self.unk_score)
+            if key is None:
+                return viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
+            if key[-1] is not None:  # a reset inside: the same values after it, whatever the start
+                found = word.by_reset.get(key)
+                if found is None:
+                    found = word.by_reset[key] = viterbi_steps(word.steps, len(data), self.scores,
+                                                               self.unk_id, self.unk_score, start)
+                return found
+            binade = key[0]  # no reset inside after all: as below
+        found = word.by_binade.get(binade)
         if found is None:
             path, end = viterbi_steps(word.steps, len(data), self.scores, self.unk_id, self.unk_score, start)
-            found = word.by_reset[key] = (path, end - start if shifted else end)
-        return found[0], start + found[1] if shifted else found[1]
+            found = word.by_binade[binade] = (path, end - start)
+        return found[0], start + found[1]
 
     def _path_scores(self, path: list[tuple[int, int]]) -> list[float]:
         """The score each (id, length) pair of a path adds (an unknown piece: the unknown score)."""
