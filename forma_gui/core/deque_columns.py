@@ -86,8 +86,7 @@ class DequeColumns:
             raise ValueError(f"columns of different lengths {sorted(lengths)}")
         rows = np.empty((len(self._dtypes), lengths.pop() if lengths else 0), dtype=np.int32)
         for row, dtype, values in zip(rows, self._dtypes, columns):
-            row.view(dtype)[:] = np.asarray(values, dtype=dtype) if not isinstance(values, np.ndarray) \
-                else values.astype(dtype, copy=False)
+            row.view(dtype)[:] = np.asarray(values, dtype=dtype)
         return rows
 
     def _place(self, rows: np.ndarray, n: int) -> None:

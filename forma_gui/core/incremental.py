@@ -1073,17 +1073,6 @@ class IncrementalEncoder:
         encode = self.tokenizer.encode_pretoken
         return [i for piece in pieces for i in encode(piece)]
 
-    def _byte_count(self, ids) -> int:
-        """How many bytes these tokens decode to, each alone (`token_bytes`; lengths kept per id)."""
-        lengths = self.__dict__.setdefault("_byte_lengths", {})
-        total = 0
-        for i in ids:
-            n = lengths.get(i)
-            if n is None:
-                n = lengths[i] = len(self.tokenizer.token_bytes(i))
-            total += n
-        return total
-
     def _splice(self, r: int, q_old: int, new, delta: int, extra=None) -> None:
         """Replace the tokens of old text[r:q_old] (inner coordinates) by `new` (and a unigram
         model's score columns by `extra`); shift the rest."""
@@ -1094,7 +1083,8 @@ class IncrementalEncoder:
         i0 = bisect_left(self.starts, r - off) if r > off else 0
         j0 = bisect_left(self.starts, q_old - off)
         # by the tokens' bytes: the old ones may have dropped a byte the vocabulary lacks
-        self.nbytes += self._byte_count(ids) - self._byte_count(self.ids[i0:j0])
+        self.nbytes += int(token_lengths(self.tokenizer, np.asarray(ids, dtype=np.intp)).sum()) - \
+            int(token_lengths(self.tokenizer, np.frombuffer(self.ids[i0:j0], dtype=np.int32)).sum())
         self.ids[i0:j0] = array("i", ids)
         self.starts[i0:j0] = array("i", starts)
         self.ends[i0:j0] = array("i", ends)
