@@ -862,7 +862,8 @@ class IncrementalEncoder:
         kept, bound = self._before, self._bound
         while True:  # up to a special token, the end, or the window's last word start
             hi = min(n, k + window)
-            marks = np.flatnonzero(~np.isnan(bound[k + 1:hi])) + k + 1
+            ahead = bound[k + 1:hi]
+            marks = np.flatnonzero(ahead == ahead) + k + 1  # (not NaN: a word's first token)
             special = np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)[k + 1:hi] & SPECIAL) \
                 if self._added is not None else marks[:0]
             end = int(special[0]) + k + 1 if len(special) else n if hi == n else \
@@ -882,8 +883,7 @@ class IncrementalEncoder:
         np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
         new_m = run[at[1:-1]].astype(np.float64)
         meets = new_m == old_m
-        with np.errstate(invalid="ignore"):
-            leaves = ~(np.abs(new_m) <= bound[marks])
+        leaves = ~(np.abs(new_m) <= bound[marks])  # (a comparison with NaN warns of nothing)
         # (a start past the reset leaves its bound: segmented again, it resets there, and where
         # both scores were reset the next word's start meets the old one)
         for j in map(int, np.flatnonzero(meets | leaves)):
@@ -910,16 +910,20 @@ class IncrementalEncoder:
 
         count, adds = self._count[k:end], self._adds[k:end]
         at = np.empty(len(marks) + 2, dtype=np.intp)
-        at[0], at[1:-1], at[-1] = k, marks, end
-        if (count != 1).any():  # a run of unknown pieces adds the unknown score once per piece
-            added = np.zeros(end - k + 1, dtype=np.intp)
-            np.cumsum(count, out=added[1:])
-            run = np.empty(int(added[-1]) + 1, dtype=np.float32)
+        at[0], at[1:-1], at[-1] = 0, marks - k, end - k
+        other = np.flatnonzero(count != 1)  # a run of unknown pieces adds the unknown score
+        if len(other):                      # once per piece; a byte piece after its first, none
+            # the additions before token t: t, plus count - 1 for each such token before it
+            # (few: summed per mark, not a running sum over every token)
+            later = np.bincount(np.searchsorted(at, other, side="right"), weights=count[other] - 1,
+                                minlength=len(at) + 1)
+            at += np.cumsum(later[:len(at)]).astype(np.intp)
+            run = np.empty(int(at[-1]) + 1, dtype=np.float32)
             run[1:] = np.repeat(adds, count)
-            return run, added[at - k]
+            return run, at
         run = np.empty(end - k + 1, dtype=np.float32)
         run[1:] = adds
-        return run, at - k
+        return run, at
 
     def _word_again(self, m: int, m_next: int, b: float) -> float | None:
         """The end score `viterbi_from` gives the normalized bytes of tokens m..m_next (from a

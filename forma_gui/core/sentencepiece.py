@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import codecs
 import heapq
+import math
 import re
 import struct
 import weakref
@@ -1967,17 +1968,86 @@ class SentencePieceTokenizer(Tokenizer):
         normalized as a head and/or tail (see `fragment_spans`) and its path starting from
         `score`; and the end score last. None when the model cannot give them (or another
         thread held the word cache for `wait` seconds)."""
-        import numpy as np
-
         normalized, n2o = self.normalizer.normalize_offsets(text.encode("utf-8", "surrogatepass"),
                                                             head=head, tail=tail)
         run = self.tables()["unigram"].encode_live(normalized, score, wait=wait)
         if run is None:
             return None
+        return (*self._live_run_columns(normalized, n2o, run), run.end)
+
+    def _live_run_columns(self, normalized: bytes, n2o: array, run) -> tuple:
+        """`_live_populated`'s columns of a `LiveRun` over `normalized` (`n2o`: its bytes'
+        original offsets)."""
+        import numpy as np
+
         off = np.zeros(len(run.tokens) + 1, dtype=np.int64)
         np.cumsum(run.tokens[:, 1], out=off[1:])
         bounds = np.frombuffer(n2o, dtype=np.int64)[off] if len(n2o) else np.zeros(1, dtype=np.int64)
-        return (*self._live_populated(normalized, run, off, bounds), run.end)
+        return self._live_populated(normalized, run, off, bounds)
+
+    def _live_populated_flat(self, normalized: bytes, n2o: array, flat) -> tuple:
+        """`_live_populated` of a `FlatRun` (`UnigramEncoder.encode_live`), in Python (an
+        edit's region holds a few tokens): (ids, begins, ends, [before, added, count, bound,
+        char]) as lists, the same values (tested against it)."""
+        tokens, run_before, run_added, run_bound, _ = flat
+        ids, n = tokens[0::2].tolist(), len(run_before)
+        off = [0, *accumulate(tokens[1::2])]
+        bounds = [n2o[o] for o in off] if len(n2o) else [0]
+        tables = self.tables()
+        unknown, control = self._flat_kinds()
+        if unknown.isdisjoint(ids) and control.isdisjoint(ids):
+            return (ids, bounds[:-1], bounds[1:],
+                    [run_before.tolist(), run_added.tolist(), [1] * n, run_bound.tolist(), [-1] * n])
+        out_ids, begins, ends = [], [], []
+        before, added, count, bound, char = columns = [], [], [], [], []
+        if self.byte_fallback:  # an unknown piece: a byte piece per byte, the first one leading
+            byte_ids = tables["byte_ids"]
+            for t, i in enumerate(ids):
+                end = bounds[t] if i in control else bounds[t + 1]
+                outs = [byte_ids[b] for b in normalized[off[t]:off[t + 1]]] if i in unknown else [i]
+                for lead, out in zip((True, *[False] * (len(outs) - 1)), outs):
+                    out_ids.append(out)
+                    begins.append(bounds[t])
+                    ends.append(end)
+                    before.append(run_before[t] if lead else math.nan)
+                    added.append(run_added[t] if lead else 0.0)
+                    count.append(int(lead))
+                    bound.append(run_bound[t] if lead else math.nan)
+                    char.append(-1)
+            return out_ids, begins, ends, columns
+        texts = self.unknown_texts()
+        part = None  # the running sums of |added| (`_run_bounds`), when a run needs them
+        t = 0
+        while t < n:  # a run of unknown pieces becomes its first, spanning the run
+            i, last = ids[t], t
+            if i in unknown:
+                while last + 1 < n and ids[last + 1] in unknown:
+                    last += 1
+            out_ids.append(i)
+            begins.append(bounds[t])
+            ends.append(bounds[t] if i in control else bounds[last + 1])
+            before.append(run_before[t])
+            added.append(run_added[t])
+            count.append(last - t + 1)
+            if last > t:
+                if part is None:
+                    part = [0.0, *accumulate(abs(a) for a in run_added)]
+                bound.append(_run_bound(run_bound, part, t, last))
+            else:
+                bound.append(run_bound[t])
+            char.append(texts.code(normalized[off[t]:off[last + 1]], last - t + 1) if i in unknown else -1)
+            t = last + 1
+        return out_ids, begins, ends, columns
+
+    def _flat_kinds(self) -> tuple[frozenset, frozenset]:
+        """(the ids `is_unknown` holds, those `is_control` holds) as sets, built once."""
+        found = self.__dict__.get("_flat_kinds_found")
+        if found is None:
+            tables = self.tables()
+            n = len(self.pieces)
+            unknown = frozenset(i for i in tables["unknown_ids"] if -1 <= i < n)
+            found = self._flat_kinds_found = (unknown, frozenset(tables["control_ids"]))
+        return found
 
     def unknown_texts(self) -> "UnknownTexts":
         """The codes of the texts unknown pieces stood for (`_live_populated`), built once."""
@@ -1992,18 +2062,21 @@ class SentencePieceTokenizer(Tokenizer):
         score `score`: (spans, (before, added, count, bound, char) lists per token, end score), or
         None when the model cannot give them (see `UnigramEncoder.encode_live`)."""
         part = text[start:end]
-        found = self._live_span_columns(part, score, head=head, tail=tail)
-        if found is None:
+        normalized, n2o = self.normalizer.normalize_offsets(part.encode("utf-8", "surrogatepass"),
+                                                            head=head, tail=tail)
+        run = self.tables()["unigram"].encode_live(normalized, score, flat=True)
+        if run is None:
             return None
-        ids, begins, ends, *extra, end_score = found
-        to_char = byte_to_char_offsets(part)
-        begins, ends = begins.tolist(), ends.tolist()
-        if to_char is None:
-            spans = [(i, start + b, start + e) for i, b, e in zip(ids.tolist(), begins, ends)]
+        if isinstance(run.tokens, array):  # few words (a `FlatRun`): in Python
+            ids, begins, ends, extra = self._live_populated_flat(normalized, n2o, run)
         else:
-            spans = [(i, start + to_char[b], start + _char_end(to_char, e))
-                     for i, b, e in zip(ids.tolist(), begins, ends)]
-        return spans, [c.tolist() for c in extra], end_score
+            ids, begins, ends, *extra = (c.tolist() for c in self._live_run_columns(normalized, n2o, run))
+        to_char = byte_to_char_offsets(part)
+        if to_char is None:
+            spans = [(i, start + b, start + e) for i, b, e in zip(ids, begins, ends)]
+        else:
+            spans = [(i, start + to_char[b], start + _char_end(to_char, e)) for i, b, e in zip(ids, begins, ends)]
+        return spans, extra, run.end
 
     def _tokens(self, text: str, spans: list[tuple[int, int, int, bool]]) -> list[Token]:
         to_char = byte_to_char_offsets(text)
@@ -2135,6 +2208,21 @@ def _run_bounds(bound, added, first, last):
     least = np.minimum.reduceat(adjusted, first)
     inner = np.add.reduceat(marks, first) - marks[first] > 0
     return np.where(marks[first], least, np.where(inner, -np.inf, np.nan))
+
+
+def _run_bound(bound: Sequence[float], part: list[float], first: int, last: int) -> float:
+    """`_run_bounds` of one run, pieces first..last, in Python floats (the same operations
+    in the same order; `part`: the running sums of |added| from the first piece, part[0] 0)."""
+    least, inner = math.inf, False
+    for p in range(first, last + 1):
+        b = bound[p]
+        if b == b:  # a word starts at piece p
+            grown = (part[p] - part[first]) * (1 + 2.0 ** -20) + (p - first) * _RUN_ULP
+            least = min(least, b - grown)
+            inner = inner or p > first
+    if bound[first] == bound[first]:
+        return least
+    return -math.inf if inner else math.nan
 
 
 def _char_columns(text: str, begins, ends):

@@ -193,14 +193,16 @@ class UnigramEncoder:
             return None
         return self
 
-    def encode_live(self, data: bytes, start: float = 0.0, *, wait: float = 0.0) -> LiveRun | None:
+    def encode_live(self, data: bytes, start: float = 0.0, *, wait: float = 0.0,
+                    flat: bool = False) -> "LiveRun | FlatRun | None":
         """`data` segmented from the path score `start` (`viterbi_from`'s), with what an edit
         needs to carry on after it without the text (core.incremental): per token the path
         score before it, the score it adds, and at each word's first token its `limits()`
         bound (-inf for a word `viterbi_from` segmented). None when only `viterbi` over the
         whole text is exact, or while another thread holds the cache (after waiting up to
         `wait` seconds for it: a whole text's live columns are worth a short wait, an edit's
-        region on the GUI thread is not)."""
+        region on the GUI thread is not). With `flat`, a text of few words gives a `FlatRun`
+        instead (an edit's region: numpy's cost per call would dominate)."""
         if not self._lock.acquire(timeout=wait) if wait > 0 else not self._lock.acquire(blocking=False):
             return None
         try:
@@ -209,7 +211,8 @@ class UnigramEncoder:
                 return None
             words = model.words(data) if data else []
             if len(words) <= SMALL_WORDS:
-                return self._live_words(words, start)
+                found = self._live_flat(words, start)
+                return found if flat or found is None else _live_run(*found)
             idx = self._indices(words)
             cols = self._gather(idx)
             if not cols["aligned"][:-1].all():
@@ -220,11 +223,9 @@ class UnigramEncoder:
         finally:
             self._lock.release()
 
-    def _live_words(self, words: list[bytes], b: float) -> LiveRun | None:
+    def _live_flat(self, words: list[bytes], b: float) -> "FlatRun | None":
         """`encode_live` one word at a time: a cached word when its start passes `limits()`,
-        else `viterbi_from` from its start score."""
-        import numpy as np
-
+        else `viterbi_from` from its start score, as a `FlatRun`."""
         arithmetic, scores = self.arithmetic, self.scores
         sums = array(arithmetic.typecode, [0.0])  # additions rounded to the reference's type
         tokens, before, added, bound = array("q"), array("d"), array("d"), array("d")
@@ -267,9 +268,7 @@ class UnigramEncoder:
             generic = k is not None and self._tokens[2 * first_of[k]:2 * (first_of[k] + ntok_of[k])].tolist() == flat
             bound.append(self._limit(k) if generic else -math.inf)  # (its own path: the word's bound)
             bound.extend(repeat(math.nan, len(path) - 1))
-        return LiveRun(np.frombuffer(tokens, dtype=np.int64).reshape(-1, 2),
-                       np.frombuffer(before, dtype=np.float64), np.frombuffer(added, dtype=np.float64),
-                       np.frombuffer(bound, dtype=np.float64), float(b))
+        return FlatRun(tokens, before, added, bound, float(b))
 
     def spelled(self) -> dict[int, bytes]:
         """Piece id -> its bytes, for the pieces of the lattice (built once)."""
@@ -554,6 +553,24 @@ class LiveRun(NamedTuple):
     added: np.ndarray      # (n,) float64
     bound: np.ndarray      # (n,) float64
     end: float
+
+
+class FlatRun(NamedTuple):
+    """A `LiveRun` in Python arrays: the (id, byte length) pairs one after another."""
+
+    tokens: array          # array("q")
+    before: array          # array("d"), and so on
+    added: array
+    bound: array
+    end: float
+
+
+def _live_run(tokens: array, before: array, added: array, bound: array, end: float) -> LiveRun:
+    """A `FlatRun`'s fields as a `LiveRun` (views, no copy)."""
+    import numpy as np
+
+    return LiveRun(np.frombuffer(tokens, dtype=np.int64).reshape(-1, 2), np.frombuffer(before, dtype=np.float64),
+                   np.frombuffer(added, dtype=np.float64), np.frombuffer(bound, dtype=np.float64), end)
 
 
 class _SteppedWord:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import functools
 import math
 import random
+from array import array
 
 import numpy as np
 import pytest
 import sentencepiece as spm
-from hypothesis import given, strategies as st
+from hypothesis import assume, given, strategies as st
 from sentencepiece import sentencepiece_model_pb2 as pb
 
 from forma_gui.core import incremental as inc
@@ -186,6 +187,37 @@ def test_a_run_of_unknown_characters_is_one_unit(variants):
         text = text[:start] + inserted + text[start + removed:]
         check_scores(enc, tok, text, library)
     assert enc.full_encodes == 0
+
+
+def _same(a: list, b: list) -> bool:
+    """Equal lists, NaN equal to NaN."""
+    return len(a) == len(b) and all(x == y or (x != x and y != y) for x, y in zip(a, b))
+
+
+#: past 128 bytes a CJK run is cut into one-character words inside one merged <unk> (a run
+#: holding word starts: `_run_bounds`); 43-48 of them are still few words
+FEW_WORD_RUNS = st.tuples(st.sampled_from(["", "a ", "x", "--- "]), st.integers(43, 47),
+                          st.sampled_from(["", " b", "b", "\n#"])).map(lambda p: p[0] + "東京" * (p[1] // 2) + "東" * (p[1] % 2) + p[2])
+
+
+@given(label=st.sampled_from(sorted(VARIANTS)), text=TEXT | FEW_WORD_RUNS, head=st.booleans(), tail=st.booleans(),
+       score=st.sampled_from([0.0, -0.0, -7.5, -1234.567, -99990.0, -99999.5, -100000.0, -100001.0, 3.0])
+       | st.floats(-1.2e5, 0.0))
+def test_a_few_words_populate_in_python_as_in_numpy(variants, label, text, head, tail, score):
+    """An edit's region (few words) is populated in Python (`_live_populated_flat`): every
+    column equals numpy's `_live_populated` over the same run (merged unknown runs and their
+    bounds, byte fallback, control pieces, spans)."""
+    from forma_gui.core.unigram_fast import _live_run
+
+    tok, _ = variants[label]
+    normalized, n2o = tok.normalizer.normalize_offsets(text.encode("utf-8", "surrogatepass"), head=head, tail=tail)
+    flat = tok.tables()["unigram"].encode_live(normalized, score, flat=True)
+    assume(isinstance(flat.tokens, array))  # few words (a CJK run can be many)
+    ids, begins, ends, extra = tok._live_populated_flat(normalized, n2o, flat)
+    theirs = [c.tolist() for c in tok._live_run_columns(normalized, n2o, _live_run(*flat))]
+    assert [ids, begins, ends] == theirs[:3]
+    assert all(_same(ours, other) for ours, other in zip(extra, theirs[3:]))
+    assert all(type(v) is int for v in ids + begins + ends + extra[2] + extra[4])
 
 
 def _tiny_model(path, pieces, *, suffix=False):
