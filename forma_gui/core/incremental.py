@@ -910,20 +910,16 @@ class IncrementalEncoder:
 
         count, adds = self._count[k:end], self._adds[k:end]
         at = np.empty(len(marks) + 2, dtype=np.intp)
-        at[0], at[1:-1], at[-1] = 0, marks - k, end - k
-        other = np.flatnonzero(count != 1)  # a run of unknown pieces adds the unknown score
-        if len(other):                      # once per piece; a byte piece after its first, none
-            # the additions before token t: t, plus count - 1 for each such token before it
-            # (few: summed per mark, not a running sum over every token)
-            later = np.bincount(np.searchsorted(at, other, side="right"), weights=count[other] - 1,
-                                minlength=len(at) + 1)
-            at += np.cumsum(later[:len(at)]).astype(np.intp)
-            run = np.empty(int(at[-1]) + 1, dtype=np.float32)
+        at[0], at[1:-1], at[-1] = k, marks, end
+        if (count != 1).any():  # a run of unknown pieces adds the unknown score once per piece
+            added = np.zeros(end - k + 1, dtype=np.intp)
+            np.cumsum(count, out=added[1:])
+            run = np.empty(int(added[-1]) + 1, dtype=np.float32)
             run[1:] = np.repeat(adds, count)
-            return run, at
+            return run, added[at - k]
         run = np.empty(end - k + 1, dtype=np.float32)
         run[1:] = adds
-        return run, at
+        return run, at - k
 
     def _word_again(self, m: int, m_next: int, b: float) -> float | None:
         """The end score `viterbi_from` gives the normalized bytes of tokens m..m_next (from a
