@@ -1426,6 +1426,7 @@ class SentencePieceTokenizer(Tokenizer):
             tables["unknown_ids"] + [self.model_unk, -1])
         tables["is_control"] = _id_mask(tables["control_ids"], len(self.pieces))
         tables["is_unknown"] = _id_mask(tables["unknown_ids"], len(self.pieces))
+        tables["unknown_set"] = frozenset(tables["unknown_ids"])  # (`_live_populated_flat`)
         if self.algorithm == "unigram":
             tables.update(self._unigram_tables(normal))
         elif self.algorithm == "bpe":
@@ -1994,7 +1995,7 @@ class SentencePieceTokenizer(Tokenizer):
         off = [0, *accumulate(tokens[1::2])]
         bounds = [n2o[o] for o in off] if len(n2o) else [0]
         tables = self.tables()
-        unknown, control = self._flat_kinds()
+        unknown, control = tables["unknown_set"], tables["control_ids"]
         if unknown.isdisjoint(ids) and control.isdisjoint(ids):
             return (ids, bounds[:-1], bounds[1:],
                     [run_before.tolist(), run_added.tolist(), [1] * n, run_bound.tolist(), [-1] * n])
@@ -2038,16 +2039,6 @@ class SentencePieceTokenizer(Tokenizer):
             char.append(texts.code(normalized[off[t]:off[last + 1]], last - t + 1) if i in unknown else -1)
             t = last + 1
         return out_ids, begins, ends, columns
-
-    def _flat_kinds(self) -> tuple[frozenset, frozenset]:
-        """(the ids `is_unknown` holds, those `is_control` holds) as sets, built once."""
-        found = self.__dict__.get("_flat_kinds_found")
-        if found is None:
-            tables = self.tables()
-            n = len(self.pieces)
-            unknown = frozenset(i for i in tables["unknown_ids"] if -1 <= i < n)
-            found = self._flat_kinds_found = (unknown, frozenset(tables["control_ids"]))
-        return found
 
     def unknown_texts(self) -> "UnknownTexts":
         """The codes of the texts unknown pieces stood for (`_live_populated`), built once."""
