@@ -188,10 +188,13 @@ class _Slicer:
         return [i for s, e in spans[:len(spans) - context] for i in tokenizer.encode_pretoken(x[s:e])]
 
     def _check_clean(self, piece: str) -> None:
-        """Raise NotSliceable unless `piece` has no lone surrogate and is normalized."""
+        """Raise NotSliceable unless `piece` has no lone surrogate, no character the tokenizer's
+        `count_undefined` counts (IncrementalEncoder re-encodes such a text whole) and is normalized."""
         if piece.isascii():
             return
-        if _SURROGATE.search(piece) or not all(unicodedata.is_normalized(f, piece) for f in self.forms):
+        undefined = getattr(self.tokenizer, "count_undefined", None)
+        if _SURROGATE.search(piece) or (undefined is not None and undefined(piece)) or \
+                not all(unicodedata.is_normalized(f, piece) for f in self.forms):
             raise NotSliceable()
 
     def _append(self, a: int, b: int, ids: list[int]) -> None:

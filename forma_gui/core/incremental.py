@@ -410,6 +410,9 @@ class IncrementalEncoder:
         # the tokenizer's cut rule on two adjacent characters (edit_cuts)
         self._is_cut = tokenizer.edit_cuts() if self._spm or self._sp or self._wp else None
         self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
+        # characters no region may hold (lone surrogates, and for llama.cpp BPE the code
+        # points its Unicode tables leave undefined): while the text has any, edits re-encode it
+        self._undefined = getattr(tokenizer, "count_undefined", None)
         self._blocks = TextBlocks()
         self.full_encodes = 0
         self._stale = False  # the tokens are not the text's (an EditNotLocal was raised)
@@ -451,6 +454,12 @@ class IncrementalEncoder:
         """All tokens, as `tokenizer.segment(text, special=...)` returns them."""
         return [self.token(k) for k in range(len(self.ids))]
 
+    def _count_surrogates(self, text: str) -> int:
+        """Lone surrogates in `text`, and the characters the tokenizer's `count_undefined` counts."""
+        if text.isascii():
+            return 0
+        return _count_surrogates(text) + (self._undefined(text) if self._undefined else 0)
+
     # ---- whole text ----------------------------------------------------------------------
     def set_text(self, text: str) -> array:
         """Encode `text` from scratch; returns `ids`."""
@@ -458,7 +467,7 @@ class IncrementalEncoder:
         self._offset = int(self._prefix_space and bool(text) and not text.startswith(" "))
         inner = " " * self._offset + text
         self._blocks.set(inner)
-        self._surrogates = len(_SURROGATE.findall(text)) if not text.isascii() else 0
+        self._surrogates = self._count_surrogates(text)
         self._clean = not self._surrogates and all(unicodedata.is_normalized(f, text) for f in self._forms)
         if self._columns:
             self._set_columns(text)
@@ -571,7 +580,7 @@ class IncrementalEncoder:
             return self.ids
         e = start + self._offset
         removed = self._blocks.slice(e, e + removed_len)
-        self._surrogates += _count_surrogates(inserted_text) - _count_surrogates(removed)
+        self._surrogates += self._count_surrogates(inserted_text) - self._count_surrogates(removed)
         self._blocks.replace(e, e + removed_len, inserted_text)
         limit = LOCAL_LIMIT if local_only else None
         if not self._stale and self._local_ok(start, removed_len, inserted_text) and \
@@ -1399,6 +1408,8 @@ def _moved_end(t: int, e: int, removed: int, added: int) -> int:
     if t <= e:
         return t
     return t + added - removed if t >= e + removed else e + added
+
+
 
 
 def _count_surrogates(text: str) -> int:

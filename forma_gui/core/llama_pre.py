@@ -25,13 +25,19 @@ How llama.cpp evaluates a regex, and what we do to match it exactly:
   regex that cuts exactly like each hand-written function, quirks included (the afmoe code
   glues the non-digits before a digit run onto its first group).
 
+* llama.cpp's category tables are Unicode 15.1, `regex`'s 16.0 (pinned for tiktoken and HF):
+  the 5,185 code points 16.0 assigned are in no class for llama.cpp. The category regexes
+  run on the text with those replaced by an unassigned code point (`as_llama_classes`).
+
 Unknown names raise `UnknownPreTokenizer`, never a silent default. The tables were extracted
 from llama-vocab.cpp of the llama.cpp vendored by llama-cpp-python 0.3.36 (the release whose
 ``models/ggml-vocab-*.gguf`` test vectors the tests use).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import regex
 
@@ -405,6 +411,84 @@ _WIDE_SPACES = dict.fromkeys([0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028
                               0x202F, 0x205F, 0x3000], 0x0B)
 
 
+#: code points Unicode 16.0 assigned that llama.cpp's tables (unicode-data.cpp, generated from
+#: Unicode 15.1) leave undefined: `regex` (pinned to 16.0 for tiktoken and HF) puts them in
+#: classes, llama.cpp in none, as any unassigned code point (the ranges where `regex`
+#: 2024.7.24, Unicode 15.1, and 2025.9.18 disagree on \p{Cn}; no other class changed between
+#: them; unicode-data.cpp has U+0897, U+1B4E-1B4F, U+1B7F and U+1C89 undefined)
+UNDEFINED_IN_LLAMA = (
+    (0x00897, 0x00897), (0x01B4E, 0x01B4F), (0x01B7F, 0x01B7F), (0x01C89, 0x01C8A),
+    (0x02427, 0x02429), (0x031E4, 0x031E5), (0x0A7CB, 0x0A7CD), (0x0A7DA, 0x0A7DC),
+    (0x105C0, 0x105F3), (0x10D40, 0x10D65), (0x10D69, 0x10D85), (0x10D8E, 0x10D8F),
+    (0x10EC2, 0x10EC4), (0x10EFC, 0x10EFC), (0x11380, 0x11389), (0x1138B, 0x1138B),
+    (0x1138E, 0x1138E), (0x11390, 0x113B5), (0x113B7, 0x113C0), (0x113C2, 0x113C2),
+    (0x113C5, 0x113C5), (0x113C7, 0x113CA), (0x113CC, 0x113D5), (0x113D7, 0x113D8),
+    (0x113E1, 0x113E2), (0x116D0, 0x116E3), (0x11BC0, 0x11BE1), (0x11BF0, 0x11BF9),
+    (0x11F5A, 0x11F5A), (0x13460, 0x143FA), (0x16100, 0x16139), (0x16D40, 0x16D79),
+    (0x18CFF, 0x18CFF), (0x1CC00, 0x1CCF9), (0x1CD00, 0x1CEB3), (0x1E5D0, 0x1E5FA),
+    (0x1E5FF, 0x1E5FF), (0x1F8B2, 0x1F8BB), (0x1F8C0, 0x1F8C1), (0x1FA89, 0x1FA89),
+    (0x1FA8F, 0x1FA8F), (0x1FABE, 0x1FABE), (0x1FAC6, 0x1FAC6), (0x1FADC, 0x1FADC),
+    (0x1FADF, 0x1FADF), (0x1FAE9, 0x1FAE9), (0x1FBCB, 0x1FBEF),
+)
+#: an unassigned code point in every Unicode version (a Greek block gap): what the category
+#: regexes see in place of an UNDEFINED_IN_LLAMA one
+UNASSIGNED = 0x0378
+#: texts up to this many characters are searched with `_UNDEFINED` (numpy's fixed cost)
+_SHORT_TEXT = 512
+_UNDEFINED = re.compile("[" + "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}"
+                                      for a, b in UNDEFINED_IN_LLAMA) + "]")
+_BMP_UNDEFINED = "".join(chr(c) for lo, hi in UNDEFINED_IN_LLAMA if hi < 0x10000 for c in range(lo, hi + 1))
+_ASTRAL = regex.compile("[\U00010000-\U0010FFFF]")
+
+
+@lru_cache(maxsize=None)
+def _undefined_table():
+    """(0x110000,) bool: which code points are UNDEFINED_IN_LLAMA."""
+    import numpy as np
+
+    table = np.zeros(0x110000, dtype=bool)
+    for lo, hi in UNDEFINED_IN_LLAMA:
+        table[lo:hi + 1] = True
+    return table
+
+
+def _code_points(text: str):
+    import numpy as np
+
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def count_undefined(text: str) -> int:
+    """How many characters of `text` are UNDEFINED_IN_LLAMA.
+
+    >>> count_undefined("a\u1c89b\u1c8a"), count_undefined("abc")
+    (2, 0)
+    """
+    if text.isascii():
+        return 0
+    if len(text) <= _SHORT_TEXT:
+        return len(_UNDEFINED.findall(text))
+    if not any(ch in text for ch in _BMP_UNDEFINED) and not _ASTRAL.search(text):
+        return 0  # (~2 ms per MB of non-ASCII text: numpy's count below takes ~3)
+    return int(_undefined_table()[_code_points(text)].sum())
+
+
+def as_llama_classes(text: str) -> str:
+    """`text` with every UNDEFINED_IN_LLAMA character replaced by UNASSIGNED (one for one: the
+    offsets stay), so that `regex`'s classes see what llama.cpp's tables say of it.
+
+    >>> as_llama_classes("a\u1c89b") == "a\u0378b"
+    True
+    """
+    if not count_undefined(text):
+        return text
+    if len(text) <= _SHORT_TEXT:
+        return _UNDEFINED.sub(chr(UNASSIGNED), text)
+    points = _code_points(text).copy()
+    points[_undefined_table()[points]] = UNASSIGNED
+    return points.tobytes().decode("utf-32-le", "surrogatepass")
+
+
 class UnknownPreTokenizer(ValueError):
     """A ``tokenizer.ggml.pre`` name llama.cpp does not know (it refuses the model too)."""
 
@@ -479,7 +563,8 @@ class LlamaPreTokenizer:
 
     @property
     def one_pattern(self) -> regex.Pattern | None:
-        """One regex whose matches on the raw text are exactly `split`'s words, or None: the
+        """One regex whose matches on the raw text are exactly `split`'s words when the text has
+        no UNDEFINED_IN_LLAMA character (`count_undefined`), or None: the
         only stage when it does not run on the wide-space rewrite, else ONE_REGEX's.
 
         >>> llama_pre_tokenizer("smollm").one_pattern.findall("ab 123")
@@ -497,13 +582,17 @@ class LlamaPreTokenizer:
         [(0, 2), (2, 3), (3, 4), (4, 5), (5, 6)]
         """
         spans = [(0, len(text))] if text else []
-        wide_text = None
+        wide_text = classed_text = None
         for pattern, wide in zip(self.patterns, self.wide):
             subject = text
-            if wide and not text.isascii():
+            if wide and not text.isascii():  # (std::wregex: code points, no classes)
                 if wide_text is None:
                     wide_text = text.translate(_WIDE_SPACES)
                 subject = wide_text
+            elif not wide and not text.isascii():  # (classes: llama.cpp's Unicode tables)
+                if classed_text is None:
+                    classed_text = as_llama_classes(text)
+                subject = classed_text
             spans = [(start + s, start + e) for start, end in spans
                      for s, e in pats.split_pieces(pattern, subject[start:end])]
         return spans

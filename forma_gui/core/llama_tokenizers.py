@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import regex
 
 from forma_gui.core.charsmap import CharsMap
-from forma_gui.core.llama_pre import LlamaPreTokenizer
+from forma_gui.core.llama_pre import LlamaPreTokenizer, count_undefined
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
                                         LlamaTokenizer, LlamaVocab, char_spans)
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, _alternation,
@@ -1033,16 +1033,24 @@ class LlamaBPETokenizer(LlamaTokenizer):
         regex); else None."""
         return self.pre.one_pattern if self.pre.byte_encode else None
 
+    @staticmethod
+    def count_undefined(text: str) -> int:
+        """Characters of `text` whose class differs from llama.cpp's (llama_pre.count_undefined):
+        core.incremental re-encodes a text holding any from scratch, like lone surrogates."""
+        return count_undefined(text)
+
     def encode_pretoken(self, word: str) -> tuple[int, ...]:
         """The ids of one word, llama.cpp's when `words_exact(word)` (`_word_spans` encodes
         such a word the same way: the session runs on each word alone)."""
         return self.inner.encode_pretoken(word)
 
     def words_exact(self, text: str) -> bool:
-        """Whether `encode_pretoken` gives llama.cpp's ids for every word of `text`: no byte
-        the vocabulary lacks (llama.cpp keeps it as a barrier) and no lone surrogate."""
+        """Whether `encode_pretoken` gives llama.cpp's ids for every word of `text` and
+        `word_pattern` cuts its words: no byte the vocabulary lacks (llama.cpp keeps it as a
+        barrier), no lone surrogate, and no code point llama.cpp's Unicode tables leave
+        undefined (`count_undefined`: `pre.split` classes them as llama.cpp does)."""
         self.inner  # noqa: B018 - sets _missing_bytes
-        if not text.isascii() and _SURROGATE.search(text):
+        if not text.isascii() and (_SURROGATE.search(text) or count_undefined(text)):
             return False
         if not self._missing_bytes:
             return True

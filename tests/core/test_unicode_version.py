@@ -68,3 +68,72 @@ def test_code_points_new_in_unicode_17_split_as_hf_tokenizers_splits_them():
     ours, ref = load_tokenizer(path), Tokenizer.from_file(str(path))
     texts = [t.format(c=chr(c)) for c in _sample(400) for t in CONTEXTS]
     assert [ours.encode(t) for t in texts] == [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+
+
+# ---- llama.cpp: its own tables, Unicode 15.1 -------------------------------------------------
+#: read from llama.cpp's src/unicode-data.cpp (unicode_ranges_flags, flag 0x0001: undefined):
+#: code points 16.0 assigned that it leaves undefined, beside U+0378, unassigned everywhere
+LLAMA_UNDEFINED_SEEN = [0x0378, 0x0897, 0x1B4E, 0x1B4F, 0x1B7F, 0x1C89]
+
+
+def test_the_undefined_ranges_are_the_code_points_unicode_16_assigned_that_llama_cpp_lacks():
+    from forma_gui.core.llama_pre import UNDEFINED_IN_LLAMA
+
+    points = [c for lo, hi in UNDEFINED_IN_LLAMA for c in range(lo, hi + 1)]
+    assert len(points) == 5185  # Unicode 16.0 assigned 5,185 code points
+    assert not any(regex.match(r"\p{Cn}", chr(c)) for c in points)  # all assigned in regex's 16.0
+    assert set(LLAMA_UNDEFINED_SEEN[1:]) <= set(points)
+
+
+def _llama_words(name: str, text: str) -> list[str]:
+    from forma_gui.core.llama_pre import llama_pre_tokenizer
+
+    return [text[s:e] for s, e in llama_pre_tokenizer(name).split(text)]
+
+
+def test_llama_cpp_classes_a_code_point_new_in_16_as_no_letter_digit_or_space():
+    # known answers (llama.cpp: U+1C89 and U+10D40 are in no class, as U+0378)
+    tje, garay = "\u1c89", "\U00010d40"
+    assert _llama_words("llama-bpe", f"a{tje}b") == ["a", f"{tje}b"]
+    assert _llama_words("llama-bpe", f" {tje}.") == [f" {tje}."]
+    assert _llama_words("llama-bpe", f"x {garay}y") == ["x", f" {garay}", "y"]
+    assert _llama_words("gpt-2", f"a{tje}b") == ["a", f"{tje}", "b"]
+    assert _llama_words("smollm", f"1{tje}2") == ["1", tje, "2"]  # (two stages)
+    # a stage without categories (std::wregex on code points) sees the code point itself
+    assert _llama_words("deepseek-llm", f"a{tje}\n") == ["a", tje, "\n"]
+
+
+def _hf_llama_bpe_ids(texts: list[str]) -> list[list[int]]:
+    """The llama-bpe GGUF's ids by HF tokenizers: words cut by Llama 3's regex on the text
+    with llama.cpp's undefined code points read as U+0378 (its tables class them alike:
+    LLAMA_UNDEFINED_SEEN), each word's bytes encoded by HF's BPE over the GGUF's vocabulary."""
+    from tokenizers import Regex, pre_tokenizers
+
+    from forma_gui.bench.tokenizer_load import _hf_bpe
+    from forma_gui.core import patterns
+    from forma_gui.core.llama_pre import UNDEFINED_IN_LLAMA  # (checked above)
+
+    path = data_file("gguf-vocab", "ggml-vocab-llama-bpe.gguf")
+    model = _hf_bpe(path, ignore_merges=True).model
+    split = pre_tokenizers.Split(Regex(patterns.PATTERNS["llama3"]), behavior="isolated")
+    to_bytes = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    undefined = {c for lo, hi in UNDEFINED_IN_LLAMA for c in range(lo, hi + 1)}
+    out = []
+    for text in texts:
+        seen = "".join("\u0378" if ord(ch) in undefined else ch for ch in text)
+        ids = []
+        for _, (s, e) in split.pre_tokenize_str(seen):
+            (mapped, _), = to_bytes.pre_tokenize_str(text[s:e])
+            ids += [t.id for t in model.tokenize(mapped)]
+        out.append(ids)
+    return out
+
+
+def test_code_points_new_in_unicode_16_split_as_llama_cpp_splits_them():
+    from forma_gui.core.llama_pre import UNDEFINED_IN_LLAMA
+
+    ours = load_tokenizer(data_file("gguf-vocab", "ggml-vocab-llama-bpe.gguf"))
+    ends = sorted({c for lo, hi in UNDEFINED_IN_LLAMA for c in (lo, hi)})
+    rest = [c for lo, hi in UNDEFINED_IN_LLAMA for c in range(lo + 1, hi)]
+    texts = [t.format(c=chr(c)) for c in ends + random.Random(16).sample(rest, 200) for t in CONTEXTS]
+    assert [ours.encode(t) for t in texts] == _hf_llama_bpe_ids(texts)
