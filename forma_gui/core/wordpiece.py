@@ -14,15 +14,21 @@ llama.cpp's converter stores BERT's vocabulary with word-start pieces prefixed b
    (byte-wise, at most the longest token's length); a word with any position that matches
    nothing becomes a single ``[UNK]``.
 
-Character classes come from Python's `unicodedata` with llama.cpp's mapping (general
-category N/L/Z/M/P/S, C* except Cn = control); code points assigned after the Unicode version
-of the running Python are treated as unassigned.
+Character classes follow llama.cpp's tables (unicode-data.cpp, Unicode 15.1) with its mapping
+(general category N/L/Z/M/P/S, C* except Cn = control): Python's `unicodedata` gives the
+category (Unicode 14.0 on Python 3.11); a code point it leaves unassigned gets `regex`'s
+(pinned to Unicode 16.0, whose categories of 15.1's code points are 15.1's), and the code
+points 16.0 added are unassigned (`llama_category`).
 """
 from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
+import regex
+
+from forma_gui.core.llama_pre import count_undefined
 from forma_gui.core.llama_vocab import LlamaTokenizer, LlamaVocab
 from forma_gui.core.sentencepiece import SPACE
 
@@ -45,6 +51,33 @@ _ASCII_SPACE = re.compile(r"[\t\n\x0b\x0c\r ]")
 WORD_CACHE_LIMIT = 1 << 16
 
 
+#: general categories `regex` can name (Cn: none of them)
+_CATEGORIES = [(name, regex.compile(rf"\p{{gc={name}}}")) for name in (
+    "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe", "Pi",
+    "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co")]
+#: Python's tables are newer than llama.cpp's (Python 3.14: Unicode 16.0)
+_PYTHON_NEWER = tuple(map(int, unicodedata.unidata_version.split("."))) > (15, 1)
+
+
+def llama_category(ch: str) -> str:
+    """The general category of `ch` in llama.cpp's tables (Unicode 15.1).
+
+    >>> llama_category("a"), llama_category("\U00011f43"), llama_category("\u1c89")
+    ('Ll', 'Po', 'Cn')
+    """
+    found = unicodedata.category(ch)
+    return _late_category(ch) if found == "Cn" or _PYTHON_NEWER else found
+
+
+@lru_cache(maxsize=1 << 14)
+def _late_category(ch: str) -> str:
+    """`llama_category` of a code point Python's tables leave unassigned (or, in a Python
+    newer than 15.1, of any: the 16.0 ones are unassigned for llama.cpp)."""
+    if count_undefined(ch):
+        return "Cn"
+    return next((name for name, pattern in _CATEGORIES if pattern.match(ch)), "Cn")
+
+
 def is_chinese_char(cp: int) -> bool:
     """Whether BERT treats the code point as a CJK ideograph.
 
@@ -60,7 +93,9 @@ def first_nfd(ch: str) -> str:
     >>> first_nfd("é"), first_nfd("한")
     ('e', 'ᄒ')
     """
-    return unicodedata.normalize("NFD", ch)[0] if not ch.isascii() else ch
+    if ch.isascii() or (_PYTHON_NEWER and count_undefined(ch)):  # (no mapping in llama.cpp's tables)
+        return ch
+    return unicodedata.normalize("NFD", ch)[0]
 
 
 def first_lower(ch: str) -> str:
@@ -69,7 +104,7 @@ def first_lower(ch: str) -> str:
     >>> first_lower("İ"), first_lower("A")
     ('i', 'a')
     """
-    return ch.lower()[0]
+    return ch if _PYTHON_NEWER and count_undefined(ch) else ch.lower()[0]
 
 
 #: what `preprocess` makes of one character (`char_kind`)
@@ -89,7 +124,7 @@ def char_kind(ch: str, *, strip_accents: bool = True) -> str:
     cp = ord(ch)
     if cp in WHITESPACE:
         return SPACE_KIND
-    category = unicodedata.category(ch)
+    category = llama_category(ch)
     if cp == 0 or cp == 0xFFFD or category in CONTROL_CATEGORIES or (strip_accents and category[0] == "M"):
         return DROPPED
     if category[0] == "P" or (cp < 0x7F and category[0] == "S") or is_chinese_char(cp):
@@ -114,6 +149,7 @@ def preprocess(text: str, *, lowercase: bool = True,
             chars.clear()
             where.clear()
 
+    newer = _PYTHON_NEWER
     for index, ch in enumerate(text):
         if strip_accents:
             ch = first_nfd(ch)
@@ -121,7 +157,9 @@ def preprocess(text: str, *, lowercase: bool = True,
         if cp in WHITESPACE:
             finish()
             continue
-        category = unicodedata.category(ch)
+        category = unicodedata.category(ch)  # (llama_category, inline: the loop is per character)
+        if category == "Cn" or newer:
+            category = _late_category(ch)
         if cp == 0 or cp == 0xFFFD or category in CONTROL_CATEGORIES:
             continue
         if strip_accents and category[0] == "M":

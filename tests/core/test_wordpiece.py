@@ -73,6 +73,27 @@ def test_bge_equals_hf_bert_on_hypothesis_text(bert, text):
     assert tok.encode(text) == hf.encode(text, add_special_tokens=False).ids
 
 
+#: llama.cpp's classes (src/unicode-data.cpp, Unicode 15.1) of code points Python 3.11's
+#: `unicodedata` (14.0) leaves unassigned, and of one 16.0 added (undefined there)
+KAWI_DANDA, KAWI_SIGN, EGYPTIAN_FORMAT, CJK_EXT_H, TJE = (  # punctuation, accent mark,
+    "\U00011f43", "\U00011f00", "\U00013439", "\U00031350", "\u1c89")  # control, letter, none
+
+
+def test_preprocess_classes_characters_by_llama_cpp_s_tables():
+    words = lambda text, **kw: [w for w, _ in preprocess(text, **kw)]  # noqa: E731
+    assert words(f"a{KAWI_DANDA}b") == ["a", KAWI_DANDA, "b"]
+    assert words(f"a{KAWI_SIGN}b") == ["ab"]
+    assert words(f"a{KAWI_SIGN}b", strip_accents=False) == [f"a{KAWI_SIGN}b"]
+    assert words(f"a{EGYPTIAN_FORMAT}b") == ["ab"]
+    assert words(f"a{CJK_EXT_H}b{TJE}c") == [f"a{CJK_EXT_H}b{TJE}c"]
+
+
+def test_a_punctuation_mark_new_in_unicode_15_is_a_word_of_its_own(bert):
+    tok, _ = bert
+    assert tok.encode(f"x{KAWI_DANDA}y") == tok.encode(f"x {KAWI_DANDA} y")
+    assert tok.encode(f"x{EGYPTIAN_FORMAT}y") == tok.encode("xy")
+
+
 def test_unknown_words_become_one_unk(bert):
     tok, _ = bert
     unk = tok.vocab.specials["unk"]
