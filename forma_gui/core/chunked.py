@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Generator, Iterator, NamedTuple
 
 import regex
 
-from forma_gui.core.incremental import CUT, IncrementalEncoder, _identity_spans, supports_edits
+from forma_gui.core.incremental import (CUT, IncrementalEncoder, _count_barriers, _identity_spans,
+                                       supports_edits)
 from forma_gui.core.special import split_added
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,7 +50,6 @@ if TYPE_CHECKING:  # pragma: no cover
 SLICE_CHARS = 1 << 14
 #: a cut before an ASCII character, for tokenizers that normalize
 CUT_BEFORE_ASCII = regex.compile(f"(?:{CUT.pattern})(?=[\\x00-\\x7f])")
-_SURROGATE = regex.compile("[\ud800-\udfff]")
 _NOT_ASCII = regex.compile("[^\\x00-\\x7f]")
 #: first window (characters) searched for a cut; doubled until one is found
 CUT_WINDOW = 256
@@ -192,8 +192,7 @@ class _Slicer:
         `count_undefined` counts (IncrementalEncoder re-encodes such a text whole) and is normalized."""
         if piece.isascii():
             return
-        undefined = getattr(self.tokenizer, "count_undefined", None)
-        if _SURROGATE.search(piece) or (undefined is not None and undefined(piece)) or \
+        if _count_barriers(piece, getattr(self.tokenizer, "count_undefined", None)) or \
                 not all(unicodedata.is_normalized(f, piece) for f in self.forms):
             raise NotSliceable()
 

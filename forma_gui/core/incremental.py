@@ -454,12 +454,6 @@ class IncrementalEncoder:
         """All tokens, as `tokenizer.segment(text, special=...)` returns them."""
         return [self.token(k) for k in range(len(self.ids))]
 
-    def _count_surrogates(self, text: str) -> int:
-        """Lone surrogates in `text`, and the characters the tokenizer's `count_undefined` counts."""
-        if text.isascii():
-            return 0
-        return _count_surrogates(text) + (self._undefined(text) if self._undefined else 0)
-
     # ---- whole text ----------------------------------------------------------------------
     def set_text(self, text: str) -> array:
         """Encode `text` from scratch; returns `ids`."""
@@ -467,7 +461,7 @@ class IncrementalEncoder:
         self._offset = int(self._prefix_space and bool(text) and not text.startswith(" "))
         inner = " " * self._offset + text
         self._blocks.set(inner)
-        self._surrogates = self._count_surrogates(text)
+        self._surrogates = _count_barriers(text, self._undefined)
         self._clean = not self._surrogates and all(unicodedata.is_normalized(f, text) for f in self._forms)
         if self._columns:
             self._set_columns(text)
@@ -580,7 +574,8 @@ class IncrementalEncoder:
             return self.ids
         e = start + self._offset
         removed = self._blocks.slice(e, e + removed_len)
-        self._surrogates += self._count_surrogates(inserted_text) - self._count_surrogates(removed)
+        self._surrogates += _count_barriers(inserted_text, self._undefined) - \
+            _count_barriers(removed, self._undefined)
         self._blocks.replace(e, e + removed_len, inserted_text)
         limit = LOCAL_LIMIT if local_only else None
         if not self._stale and self._local_ok(start, removed_len, inserted_text) and \
@@ -1410,10 +1405,16 @@ def _moved_end(t: int, e: int, removed: int, added: int) -> int:
     return t + added - removed if t >= e + removed else e + added
 
 
-
-
 def _count_surrogates(text: str) -> int:
     return 0 if text.isascii() else len(_SURROGATE.findall(text))
+
+
+def _count_barriers(text: str, count_undefined=None) -> int:
+    """Characters no region may hold: lone surrogates, and what the tokenizer's
+    `count_undefined` counts (llama.cpp BPE); while a text holds any, edits re-encode it."""
+    if text.isascii():
+        return 0
+    return _count_surrogates(text) + (count_undefined(text) if count_undefined else 0)
 
 
 def _find_backward(pattern: regex.Pattern, blocks: TextBlocks, lo: int, hi: int) -> int | None:
