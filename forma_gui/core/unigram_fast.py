@@ -19,14 +19,18 @@ proves per occurrence that the reuse is what `viterbi` would have done:
    over the positions the path may pass (the visited ones and the end) and their losing
    candidates k (exact values V; n_w, n_k the additions on the two chains since the last
    position both pass, where their computed values are one and the same; an exact tie gives
-   0); ``reach``, the largest |exact candidate value| there; ``n_max``, the longest chain.
+   0); ``reach``, the largest |exact candidate value| there; ``n_max``, the longest chain;
+   ``inner`` and ``n_inner``, the same over the winners at the visited positions inside the
+   word (not its start nor its end), the only values a reset is decided on.
 3. **Per occurrence** (`_chain`, numpy): from the word's float32 start score b, each float32
    addition errs by at most half an ulp of its result, so n additions move a computed value
    at most n·δ from its start plus their exact sum, δ = half the float32 ulp at
    R >= |b| + reach + n_max·δ (`grow` keeps R an upper bound). If margin > δ every comparison
    goes as in exact arithmetic (by induction over the positions: the values they compare
    differ by D +- (n_w + n_k)·δ), so the path is the generic one, and if also
-   |b| + reach + (n_max + 1)·δ <= SCORE_RESET no score reset happens inside the word. Then
+   |b| + inner + (n_inner + 1)·δ <= SCORE_RESET no score reset happens inside the word
+   (`viterbi` rebases at a position only when the best value there is past SCORE_RESET, and
+   the computed winners inside are within n_inner·δ of b plus their exact values). Then
    the word's end score is the float32 chain b, b + s1, ... along the path, which
    ``np.cumsum(dtype=float32)`` computes (sequential float32 additions; tested). At a word
    start the reset is trivial: |b| > SCORE_RESET makes b exactly 0. A word failing either
@@ -328,11 +332,13 @@ class UnigramEncoder:
 
             if len(self._columns[0]) - have <= FEW_LIMITS:  # (an edit's new words)
                 cols = [self._columns[list(_COLUMNS).index(name)][have:] for name in _BOUNDS]
-                self._limits.extend(limit_one(*values, self.arithmetic) for values in zip(*cols))
+                self._limits.extend(limit_one(*values[:4], self.arithmetic, *values[4:])
+                                    for values in zip(*cols))
                 return self._limits[k]
             cols = {name: np.frombuffer(self._columns[i], dtype=code)[have:]
                     for i, (name, code) in enumerate(_COLUMNS.items()) if name in _BOUNDS}
-            self._limits.extend(limits(*(cols[name] for name in _BOUNDS), self.arithmetic).tolist())
+            self._limits.extend(limits(*(cols[name] for name in _BOUNDS[:4]), self.arithmetic,
+                                       *(cols[name] for name in _BOUNDS[4:])).tolist())
         return self._limits[k]
 
     def _live_run(self, cols: dict, idx: list[int], events: dict, live: dict, end: float) -> LiveRun:
@@ -453,8 +459,8 @@ class UnigramEncoder:
         return cols
 
     def _learn(self, word: bytes) -> tuple:
-        """(flat (id, length) tokens, the scores they add, margin, reach, n_max, grow,
-        aligned) of the generic path of `word` from base 0 (module docstring, step 2)."""
+        """(flat (id, length) tokens, the scores they add, margin, reach, n_max, grow, inner,
+        n_inner, aligned) of the generic path of `word` from base 0 (module docstring, step 2)."""
         lattice = _ExactLattice(self._model, self.prefixes, self.scores, self.unk_id,
                                 self.unk_score, word)
         pairs, added = lattice.path()
@@ -524,8 +530,8 @@ class UnigramEncoder:
         import numpy as np
 
         absb = np.abs(starts)
-        tied, crossing = checks(absb, cols["margin"][w0:w1], cols["reach"][w0:w1], cols["n_max"][w0:w1],
-                                cols["grow"][w0:w1], self.arithmetic)
+        tied, crossing = checks(absb, *(cols[name][w0:w1] for name in _BOUNDS[:4]), self.arithmetic,
+                                *(cols[name][w0:w1] for name in _BOUNDS[4:]))
         reset = absb > self.arithmetic.reset
         reset[0] = False
         return reset, tied, crossing
@@ -676,9 +682,9 @@ def _spliced(columns: list, tokoff, parts: dict) -> list:
 
 #: per-word columns (array typecodes): first token in `_added`, token count, then `bounds()`
 _COLUMNS = {"first": "q", "ntok": "q", "margin": "d", "reach": "d", "n_max": "d", "grow": "d",
-            "aligned": "b"}
+            "inner": "d", "n_inner": "d", "aligned": "b"}
 #: the `bounds()` columns `limits()` takes, in its order
-_BOUNDS = ("margin", "reach", "n_max", "grow")
+_BOUNDS = ("margin", "reach", "n_max", "grow", "inner", "n_inner")
 
 
 def _pair_list(tokens) -> list[tuple[int, int]]:
@@ -691,16 +697,19 @@ def _pair_list(tokens) -> list[tuple[int, int]]:
     return out
 
 
-def checks(absb, margin, reach, n_max, grow, arithmetic: Arithmetic):
+def checks(absb, margin, reach, n_max, grow, arithmetic: Arithmetic, inner=None, n_inner=None):
     """Per word from |its start score| (float64 arrays): (its comparisons are not proven, a
-    reset inside it is not ruled out): step 3 of the module docstring."""
+    reset inside it is not ruled out): step 3 of the module docstring. Without `inner` and
+    `n_inner` the crossing check takes reach and n_max (every candidate: looser)."""
     import numpy as np
 
+    inner = reach if inner is None else inner
+    n_inner = n_max if n_inner is None else n_inner
     bound = (absb + reach) * grow * _UP + arithmetic.tiny  # R of the docstring
     with np.errstate(over="ignore", invalid="ignore"):
         delta = np.spacing(bound.astype(arithmetic.dtype)).astype(np.float64) / 2
         tied = ~(margin > delta)
-        crossing = ~((absb + reach + (n_max + 1) * delta) * _UP <= arithmetic.reset)
+        crossing = ~((absb + inner + (n_inner + 1) * delta) * _UP <= arithmetic.reset)
     return tied, crossing
 
 
@@ -708,7 +717,7 @@ def checks(absb, margin, reach, n_max, grow, arithmetic: Arithmetic):
 _SLACK = 2.0 ** -45
 
 
-def limits(margin, reach, n_max, grow, arithmetic: Arithmetic):
+def limits(margin, reach, n_max, grow, arithmetic: Arithmetic, inner=None, n_inner=None):
     """Per word (float64 arrays): a bound L with `checks` passing for every |start score| <= L
     (-inf when none is proven). Live edits keep one number per word instead of four.
 
@@ -729,6 +738,8 @@ def limits(margin, reach, n_max, grow, arithmetic: Arithmetic):
     """
     import numpy as np
 
+    inner = reach if inner is None else inner
+    n_inner = n_max if n_inner is None else n_inner
     p = arithmetic.mantissa
     max_exp = 128 if arithmetic.dtype == "float32" else 1023
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -744,16 +755,19 @@ def limits(margin, reach, n_max, grow, arithmetic: Arithmetic):
             at_reset = (reset + reach) * grow * _UP + arithmetic.tiny
             half_ulp = np.spacing(at_reset.astype(arithmetic.dtype)).astype(np.float64) / 2
             delta = np.minimum(np.ldexp(1.0, top - p - 1), half_ulp)
-            by_crossing = (reset / _UP * (1 - _SLACK) - reach * (1 + _SLACK)
-                           - (n_max + 1) * delta * (1 + _SLACK))
+            by_crossing = (reset / _UP * (1 - _SLACK) - inner * (1 + _SLACK)
+                           - (n_inner + 1) * delta * (1 + _SLACK))
         bound = np.minimum(by_margin, by_crossing)
     return np.where((margin > 0) & (bound >= 0), bound, -np.inf)
 
 
-def limit_one(margin: float, reach: float, n_max: float, grow: float, arithmetic: Arithmetic) -> float:
+def limit_one(margin: float, reach: float, n_max: float, grow: float, arithmetic: Arithmetic,
+              inner: float | None = None, n_inner: float | None = None) -> float:
     """`limits` of one word in Python floats: the same float64 operations in the same order,
     so the same bound (tested). An edit learns a word or two, where numpy's cost per call
     would dominate."""
+    inner = reach if inner is None else inner
+    n_inner = n_max if n_inner is None else n_inner
     p = arithmetic.mantissa
     max_exp = 128 if arithmetic.dtype == "float32" else 1023
     if not margin > 0:
@@ -773,8 +787,8 @@ def limit_one(margin: float, reach: float, n_max: float, grow: float, arithmetic
         half_ulp = _spacing32(at_reset) / 2
         step = math.ldexp(1.0, top - p - 1)
         delta = half_ulp if math.isnan(half_ulp) or half_ulp < step else step  # (np.minimum)
-        by_crossing = (reset / _UP * (1 - _SLACK) - reach * (1 + _SLACK)
-                       - (n_max + 1) * delta * (1 + _SLACK))
+        by_crossing = (reset / _UP * (1 - _SLACK) - inner * (1 + _SLACK)
+                       - (n_inner + 1) * delta * (1 + _SLACK))
     if math.isnan(by_margin) or math.isnan(by_crossing):
         return -math.inf
     bound = min(by_margin, by_crossing)
@@ -965,14 +979,17 @@ class _ExactLattice:
         return ([(ids[e], e - b) for b, e in zip(ends, ends[1:])],
                 [added[e] for e in ends[1:]])
 
-    def bounds(self, mantissa: int) -> tuple[float, float, float, float, bool]:
-        """(margin, reach, n_max, grow, aligned) over the candidates at the visited positions
-        and the end, the only ones whose computed values are ever read, for sums with
-        `mantissa` stored significand bits; margin -1 when the word's chains are too long to
+    def bounds(self, mantissa: int) -> tuple[float, float, float, float, float, float, bool]:
+        """(margin, reach, n_max, grow, inner, n_inner, aligned) over the candidates at the
+        visited positions and the end, the only ones whose computed values are ever read, for
+        sums with `mantissa` stored significand bits (inner, n_inner: the winners' at the
+        visited positions before the end); margin -1 when the word's chains are too long to
         check."""
         num, den = None, 1   # the least ratio num / den, exact
         reach = n_max = 0
         start, adds = self.start, self.adds
+        inner = max((abs(self.value[j]) for j in self.visited[1:-1]), default=0)
+        n_inner = max((adds[j] for j in self.visited[1:-1]), default=0)
         for j in self.visited[1:]:
             here = self.cands[j]
             win_v, win_a, win_i = self.value[j], adds[j], start[j]
@@ -998,10 +1015,11 @@ class _ExactLattice:
                     if num is None or d * den < num * e:
                         num, den = d, e
         if n_max > MAX_CHAIN:
-            return -1.0, 0.0, 0.0, 1.0, self.aligned
+            return -1.0, 0.0, 0.0, 1.0, 0.0, 0.0, self.aligned
         margin = math.inf if num is None else math.ldexp(num, -self.shift) / den * _DOWN
         grow = 1 / (1 - n_max * 2.0 ** -mantissa) * _UP
-        return margin, math.ldexp(reach, -self.shift) * _UP, float(n_max), grow, self.aligned
+        return (margin, math.ldexp(reach, -self.shift) * _UP, float(n_max), grow,
+                math.ldexp(inner, -self.shift) * _UP, float(n_inner), self.aligned)
 
 
 def _representable(x: float, arithmetic: Arithmetic) -> bool:

@@ -367,24 +367,49 @@ def test_encode_live_on_botchan(botchan):
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
 @given(st.floats(-40, 12), st.floats(-5, 17), st.integers(1, 400), st.sampled_from(["float32", "float64"]),
-       st.floats(0, 1))
-def test_limits_prove_the_checks(log_margin, log_reach, n_max, kind, fraction):
+       st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+def test_limits_prove_the_checks(log_margin, log_reach, n_max, kind, fraction, inner_part, n_part):
     """`limits()` is conservative: every |start| up to it passes `checks`; and tight: a
-    little past it one of them fails (for float32, where the bound is finite)."""
+    little past it one of them fails (for float32, where the bound is finite). The winners
+    inside the word (inner, n_inner) are at most every candidate's reach and chain."""
     arithmetic = uf.FLOAT32 if kind == "float32" else uf.float64_arithmetic(viterbi_from)
     one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
     margin, reach = one(2.0 ** log_margin), one(2.0 ** log_reach)
     grow = one(1 / (1 - n_max * 2.0 ** -arithmetic.mantissa) * (1 + 2.0 ** -50))
-    bound = uf.limits(margin, reach, one(n_max), grow, arithmetic)[0]
+    inner, n_inner = reach * inner_part, one(float(int(n_max * n_part)))
+    bound = uf.limits(margin, reach, one(n_max), grow, arithmetic, inner, n_inner)[0]
+    args = (margin, reach, one(n_max), grow, arithmetic, inner, n_inner)
     if bound == -np.inf:
-        assert any(c[0] for c in uf.checks(one(0.0), margin, reach, one(n_max), grow, arithmetic)) or \
-            reach[0] > 9e4
+        assert any(c[0] for c in uf.checks(one(0.0), *args)) or reach[0] > 9e4
         return
-    tied, crossing = uf.checks(one(bound * fraction), margin, reach, one(n_max), grow, arithmetic)
+    tied, crossing = uf.checks(one(bound * fraction), *args)
     assert not tied[0] and not crossing[0]
     if kind == "float32":
-        tied, crossing = uf.checks(one(bound * 1.01 + 1e-30), margin, reach, one(n_max), grow, arithmetic)
+        tied, crossing = uf.checks(one(bound * 1.01 + 1e-30), *args)
         assert tied[0] or crossing[0]
+    # every candidate (the looser crossing check) never allows more
+    assert uf.limits(margin, reach, one(n_max), grow, arithmetic)[0] <= bound
+
+
+def test_a_reset_is_ruled_out_by_the_winners_inside_the_word():
+    """A word whose end score passes SCORE_RESET while no position inside it does: no reset
+    inside, so the cached path and the plain float32 sum hold, with no `viterbi_from`. Its
+    inner winners reach 11 (after ``▁`` and ``a``), its end 31."""
+    enc = make_encoder({SPACE: -1.0, "a": -10.0, "b": -20.0})
+    word = (SPACE + "ab").encode()
+    assert enc.encode(word) == [(0, 3), (1, 1), (2, 1)]  # (which also analyses the vocabulary)
+    margin, reach, n_max, grow, inner, n_inner, aligned = enc._learn(word)[2:]
+    assert (reach, n_max) == (pytest.approx(31.0), 3.0) and (inner, n_inner) == (pytest.approx(11.0), 2.0)
+    start = f32(-(uf.SCORE_RESET - 20.0))  # the end passes the reset, the inside does not
+    one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
+    args = (one(margin), one(reach), one(n_max), one(grow), uf.FLOAT32)
+    assert uf.checks(one(-start), *args)[1][0]  # every candidate: a crossing is not ruled out
+    assert not uf.checks(one(-start), *args, one(inner), one(n_inner))[1][0]
+    data = word * 3
+    assert_live(enc, data, start)
+    assert enc.stats["rebase"] == 0 and enc.stats["limit"] == 0
+    path, end = viterbi_from(word, enc.prefixes, enc.scores, enc.unk_id, enc.unk_score, start)
+    assert bits(end) == bits(f32(f32(f32(start - 1.0) - 10.0) - 20.0))  # no reset inside
 
 
 _EDGES = [0.0, -0.0, math.inf, -1.0, math.nan, 5e-324, 2.0 ** -126, 0.5, 1.0, 3.0, 9e4, 1e5, 2.0 ** 17, 3.4e38, 1e300]
@@ -401,9 +426,12 @@ def test_limit_one_is_limits(margin, reach, n_max, kind):
     arithmetic = uf.FLOAT32 if kind == "float32" else uf.float64_arithmetic(viterbi_from)
     grow = 1 / (1 - n_max * 2.0 ** -arithmetic.mantissa) * (1 + 2.0 ** -50)
     one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
-    expected = float(uf.limits(one(margin), one(reach), one(float(n_max)), one(grow), arithmetic)[0])
-    found = uf.limit_one(margin, reach, float(n_max), grow, arithmetic)
-    assert found == expected or math.isnan(found) and math.isnan(expected), (found, expected)
+    for inner, n_inner in ((None, None), (reach / 3, float(n_max // 2))):
+        expected = float(uf.limits(one(margin), one(reach), one(float(n_max)), one(grow), arithmetic,
+                                   None if inner is None else one(inner),
+                                   None if n_inner is None else one(n_inner))[0])
+        found = uf.limit_one(margin, reach, float(n_max), grow, arithmetic, inner, n_inner)
+        assert found == expected or math.isnan(found) and math.isnan(expected), (found, expected)
 
 
 @pytest.mark.parametrize("seed", range(3))
