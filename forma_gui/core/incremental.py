@@ -202,7 +202,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import regex
 
 from forma_gui.core import patterns as pats
-from forma_gui.core.segment import token_lengths
+from forma_gui.core.segment import byte_count, token_lengths
 from forma_gui.core.sentencepiece import SCORE_RESET as RESET
 from forma_gui.core.tokenizer import Token
 
@@ -258,6 +258,8 @@ WALK_WINDOW, MAX_WALK_WINDOW, WALK_AFTER_CUT = 1 << 14, 1 << 17, 1 << 9
 #: with local_only, the most words a walk re-encodes (from the text: `_reencode_word`; from its
 #: tokens' bytes: `_word_again`) before the edit goes to the worker
 WALK_REGIONS, WALK_WORDS = 64, 1024
+#: at most this many tokens' bytes counted in Python (`segment.byte_count`), more in numpy
+FEW_TOKENS = 64
 #: at most this many word bounds rounded to float32 in Python (`_bounds32`), more in numpy
 FEW_BOUNDS = 32
 #: a unigram .model's per-token columns (`IncrementalEncoder._scores`)
@@ -1077,6 +1079,14 @@ class IncrementalEncoder:
         encode = self.tokenizer.encode_pretoken
         return [i for piece in pieces for i in encode(piece)]
 
+    def _byte_count(self, ids) -> int:
+        """The bytes of these tokens (`segment.byte_count` for an edit's few, else numpy's)."""
+        if len(ids) <= FEW_TOKENS:
+            return byte_count(self.tokenizer, ids)
+        import numpy as np
+
+        return int(token_lengths(self.tokenizer, np.asarray(ids, dtype=np.intp)).sum())
+
     def _splice(self, r: int, q_old: int, new, delta: int, extra=None) -> None:
         """Replace the tokens of old text[r:q_old] (inner coordinates) by `new` (and a unigram
         model's score columns by `extra`); shift the rest."""
@@ -1087,8 +1097,7 @@ class IncrementalEncoder:
         i0 = bisect_left(self.starts, r - off) if r > off else 0
         j0 = bisect_left(self.starts, q_old - off)
         # by the tokens' bytes: the old ones may have dropped a byte the vocabulary lacks
-        self.nbytes += int(token_lengths(self.tokenizer, np.asarray(ids, dtype=np.intp)).sum()) - \
-            int(token_lengths(self.tokenizer, np.frombuffer(self.ids[i0:j0], dtype=np.int32)).sum())
+        self.nbytes += self._byte_count(ids) - self._byte_count(self.ids[i0:j0])
         self.ids[i0:j0] = array("i", ids)
         self.starts[i0:j0] = array("i", starts)
         self.ends[i0:j0] = array("i", ends)

@@ -23,7 +23,7 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import TYPE_CHECKING, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
 from forma_gui.core.tokenizer import Token
 
@@ -38,6 +38,8 @@ RESYNC_CONFIRM = 8
 _REPLACEMENT = "\ufffd".encode()
 #: token byte length per id, per tokenizer (built as ids turn up, for vectorized spans)
 _BYTE_LENGTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: per tokenizer, id -> len(token_bytes(id)) for `byte_count`
+_BYTE_COUNTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def align_tokens(tokenizer: "Tokenizer", text: str, ids: Sequence[int]) -> list[Token]:
@@ -89,6 +91,21 @@ def _int_array(column) -> array:
     out = array("i")
     out.frombytes(column.astype("int32", copy=False).tobytes())
     return out
+
+
+def byte_count(tokenizer: "Tokenizer", ids: Iterable[int]) -> int:
+    """sum(len(token_bytes(id))) over a few ids (an edit's), in Python from a per-tokenizer
+    dict: `token_lengths`'s numpy calls cost more than the lookups for a handful of ids."""
+    known = _BYTE_COUNTS.get(tokenizer)
+    if known is None:
+        known = _BYTE_COUNTS[tokenizer] = {}
+    total = 0
+    for i in ids:
+        n = known.get(i)
+        if n is None:
+            n = known[i] = len(tokenizer.token_bytes(i))
+        total += n
+    return total
 
 
 def token_lengths(tokenizer: "Tokenizer", tok):

@@ -67,3 +67,20 @@ def test_bad_splices_are_refused():
     with pytest.raises(ValueError, match="columns given"):
         cols.splice(0, 0, [[1]])
     assert np.array_equal(cols.column("x"), [1, 2])
+
+
+def test_spliced_values_are_cast_as_numpy_casts():
+    """Python floats (doubles) round to float32 as numpy's cast rounds them, NaN and the
+    infinities kept; values already in an array of the column's type go in as they are."""
+    from array import array
+
+    values = [0.1, 1 / 3, 1e-46, 2.0 ** -149 * 1.5, 3.4028235e38, float("nan"), float("-inf"), -0.0]
+    cols = DequeColumns({"x": "i", "y": "f"})
+    cols.set([[1, 2], [0.5, 1.5]])
+    cols.splice(1, 1, [list(range(len(values))), values])
+    expected = np.asarray(values, dtype=np.float64).astype(np.float32)
+    assert cols.column("y")[1:-1].tobytes() == expected.tobytes()
+    cols.splice(0, 1, [array("i", [-7]), array("f", [2.5])])
+    assert cols.column("x").tolist() == [-7, *range(len(values)), 2]
+    with pytest.raises(TypeError):
+        cols.splice(0, 0, [[1.5], [0.0]])  # (an int column takes no float)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from forma_gui.core.segment import align_tokens, segment_columns
+from forma_gui.core.segment import align_tokens, byte_count, segment_columns, token_lengths
 from forma_gui.core.tokenizer import Tokenizer
 from forma_gui.formats.loader import load_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
@@ -176,3 +176,16 @@ def test_columns_equal_segment_for_gguf_tokenizers(ggufs, text, special):
         assert list(columns.ends) == [t.end for t in want]
         assert list(columns.flags) == [t.partial | t.special << 1 for t in want]
         assert columns.nbytes == sum(len(t.data) for t in want)
+
+
+def test_byte_count_is_the_tokens_bytes(gpt2, qwen3):
+    """`byte_count` (an edit's few ids, in Python) sums what `token_lengths` and `token_bytes`
+    give, before and after its per-tokenizer lookups are filled."""
+    import numpy as np
+
+    for tok in (gpt2, qwen3):
+        ids = tok.encode("".join(CORPUS))[:200]
+        expected = sum(len(tok.token_bytes(i)) for i in ids)
+        assert byte_count(tok, ids) == expected == byte_count(tok, ids)
+        assert int(token_lengths(tok, np.asarray(ids)).sum()) == expected
+        assert byte_count(tok, []) == 0
