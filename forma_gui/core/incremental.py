@@ -877,12 +877,13 @@ class IncrementalEncoder:
             if end is not None:
                 break
             window *= 2  # no word starts in the window
-        marks = marks[marks < end]
+        marks = marks[:int(np.searchsorted(marks, end))]  # (ascending: those before end)
         old_m = kept[marks]
-        jumps = np.flatnonzero(old_m[1:] > old_m[:-1])  # (a start above the one before: a reset)
-        cut = len(jumps) > 0 and int(jumps[0]) + 3 < len(marks)
+        rises = old_m[1:] > old_m[:-1]  # (a start above the one before: a reset)
+        first = int(rises.argmax()) if len(rises) else 0  # (the first one, or 0 when none)
+        cut = len(rises) > 0 and bool(rises[first]) and first + 3 < len(marks)
         if cut:
-            last = int(jumps[0]) + 3
+            last = first + 3
             end, marks, old_m = int(marks[last]), marks[:last], old_m[:last]
         run, at = self._additions(k, end, marks)
         run[0] = b
