@@ -189,3 +189,55 @@ def test_a_token_picked_before_the_view_is_shown_is_centred(qtbot):
         rect = view.table.visualRect(view.table.currentIndex())
         return abs(rect.center().y() - view.table.viewport().height() / 2) < rect.height() * 2
     qtbot.waitUntil(centred, timeout=2000)
+
+
+def _viewport_image(view):
+    view.table.viewport().repaint()
+    return view.table.viewport().grab().toImage()
+
+
+def test_each_visible_row_is_painted_as_its_token(qtbot, view):
+    """The table paints its rows itself (VocabTable): each row's swatch has its token's
+    colour, the selected row the highlight, odd rows the alternate base; also after a search
+    narrows the rows and when none are left."""
+    from forma_gui.app.palette import hue_index, token_color
+
+    view.resize(900, 600)
+    view.table.scrollTo(view.model.index(120, 0), view.table.ScrollHint.PositionAtTop)
+    view.session.select_token(123)
+    palette = view.table.palette()
+    for query in ("", "o"):
+        if query:
+            _search(qtbot, view, query)
+        image = _viewport_image(view)
+        first = view.table.rowAt(0)
+        rows = range(first, min(view.model.rowCount(), first + 12))
+        assert len(rows) > 5
+        for row in rows:
+            swatch = view.table.visualRect(view.model.index(row, 0))
+            color = image.pixelColor(swatch.left() + 3 + 8, swatch.center().y())
+            assert color.rgb() == token_color(hue_index(view.model.token_id(row))).rgb(), row
+            blank = view.table.visualRect(view.model.index(row, 3))  # "normal": room on its right
+            background = image.pixelColor(blank.right() - 6, blank.center().y())
+            if view.model.token_id(row) == 123 and not query:
+                assert background.rgb() == palette.highlight().color().rgb()
+            else:
+                assert background.rgb() == (palette.alternateBase() if row % 2 else palette.base()).color().rgb()
+    _search(qtbot, view, "no such piece anywhere")
+    assert view.model.rowCount() == 0
+    image = _viewport_image(view)
+    assert image.pixelColor(10, 10).rgb() == palette.base().color().rgb()
+
+
+def test_cell_text_is_elided_only_when_it_does_not_fit(qtbot, view):
+    from forma_gui.app.vocab_view import _Font
+
+    font = _Font(view.table.font())
+    text = "a rather long piece of text"
+    full = font.metrics.horizontalAdvance(text)
+    assert font.fit(text, len(text) * font.metrics.maxWidth(), False) == (text, -1)  # surely fits: not measured
+    assert font.fit(text, full, False) == (text, full)  # may not fit: measured, and fits
+    assert font.fit(text, full, True) == (text, full)   # right-aligned: measured
+    shown, advance = font.fit(text, full // 2, False)
+    assert shown.endswith("…") and 0 < advance <= full // 2
+    assert font.fit("12345", 200, True)[1] == font.metrics.horizontalAdvance("12345")
