@@ -178,3 +178,24 @@ def test_workers_wait_between_slices_while_the_gui_thread_is_busy(qtbot):
     workers.mark_gui_busy()
     workers.pause_for_gui()  # on the GUI thread itself: never waits
     assert time.perf_counter() - started < 0.01
+
+
+def test_gc_paused_keeps_what_others_froze_frozen():
+    """Objects frozen before a pause (by a host, or the test run) stay frozen after it: the
+    end of a pause moves what it allocated out of the young generations without handing the
+    frozen heap back to the collector. With nothing frozen, nothing stays frozen."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        assert before > 0
+        with gc_paused():
+            kept = [[k] for k in range(1000)]  # noqa: F841 - alive across the pause's end
+        assert gc.get_freeze_count() >= before + 1000
+    finally:
+        gc.unfreeze()
+    with gc_paused():
+        kept = [[k] for k in range(1000)]  # noqa: F841
+    assert gc.get_freeze_count() == 0
