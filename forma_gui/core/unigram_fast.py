@@ -79,6 +79,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: words longer than this (bytes) are cut again before every character no piece continues with
 SUBSPLIT = 128
+#: at most this many words measured for `SUBSPLIT` in Python, more in numpy
+FEW_WORDS = 64
 #: the longest chain (additions) a cached word may have: keeps `grow` <= 8/7
 MAX_CHAIN = 1 << 20
 #: distinct words kept: past this, before learning more, the words the text being encoded
@@ -831,11 +833,13 @@ class _Model:
     def split(self, data: bytes) -> list[bytes]:
         """`data` cut at clean places: before each ``▁``, and inside long words before each
         character that no piece continues with."""
-        import numpy as np
-
         words = _space_words(data) if self._cut_space else [data]
-        sizes = sliced_array(map(len, words), np.intp)
-        long = (sizes > SUBSPLIT).nonzero()[0].tolist()
+        if len(words) <= FEW_WORDS:  # (an edit's region: numpy's cost per call would dominate)
+            long = [k for k, word in enumerate(words) if len(word) > SUBSPLIT]
+        else:
+            import numpy as np
+
+            long = (sliced_array(map(len, words), np.intp) > SUBSPLIT).nonzero()[0].tolist()
         if not long:
             return words
         out: list[bytes] = []
