@@ -192,8 +192,9 @@ class VocabTable(QTableView):
         top = y = self.rowViewportPosition(first)
         selected = {index.row() for index in self.selectionModel().selectedRows()}
         text, bright = palette.text().color(), palette.highlightedText().color()
-        fonts = {None: _Font(self.font()), "control": _Font(model._bold), "byte": _Font(model._italic)}
-        plain = fonts[None]
+        plain = _Font(self.font())
+        # (a font role resolves against the view's font, as Qt's delegate resolves it)
+        fonts = {None: plain, **{kind: _Font(font.resolve(self.font())) for kind, font in model.type_fonts.items()}}
         p.setFont(plain.font)
         for row in range(first, last + 1):
             token_id, cells, kind = model.cells(row)
@@ -267,8 +268,6 @@ class _Font:
         return text, advance
 
 
-
-
 class VocabModel(QAbstractTableModel):
     """id, piece, text, type, score/rank for every id in `rows` (all ids when rows is None)."""
 
@@ -278,10 +277,11 @@ class VocabModel(QAbstractTableModel):
         super().__init__(parent)
         self.tokenizer = None
         self.rows = None  # numpy int64 array of ids, or None for the identity
-        self._bold = QFont()
-        self._bold.setBold(True)
-        self._italic = QFont()
-        self._italic.setItalic(True)
+        bold, italic = QFont(), QFont()
+        bold.setBold(True)
+        italic.setItalic(True)
+        #: token types whose piece and text are set apart (the font role of TYPED_COLUMNS)
+        self.type_fonts = {"control": bold, "byte": italic}
 
     def set_tokenizer(self, tokenizer) -> None:
         self.beginResetModel()
@@ -326,11 +326,10 @@ class VocabModel(QAbstractTableModel):
             return self._cell(token_id, col)
         if role == DECORATION and col == 0:
             return token_color(hue_index(token_id))
-        if role == ALIGNMENT and col in (0, 4):
+        if role == ALIGNMENT and col in RIGHT_COLUMNS:
             return ALIGN_RIGHT
-        if role == FONT and col in (1, 2):
-            kind = self.tokenizer.token_type(token_id)
-            return self._bold if kind == "control" else self._italic if kind == "byte" else None
+        if role == FONT and col in TYPED_COLUMNS:
+            return self.type_fonts.get(self.tokenizer.token_type(token_id))
         if role == TOOLTIP and col == 2:
             return "bytes " + hex_bytes(self.tokenizer.token_bytes(token_id))
         if role == USER:
@@ -338,11 +337,12 @@ class VocabModel(QAbstractTableModel):
         return None
 
     def cells(self, row: int) -> tuple[int, list[str], str | None]:
-        """(token id, every column's text, "control"/"byte" or None) of a row, as painted."""
+        """(token id, every column's text, its type when `type_fonts` has one, else None) of a
+        row, as painted."""
         token_id = self.token_id(row)
         kind = self.tokenizer.token_type(token_id)
         return token_id, [self._cell(token_id, col) for col in range(len(self.HEADERS))], \
-            kind if kind in ("control", "byte") else None
+            kind if kind in self.type_fonts else None
 
     def _cell(self, token_id: int, col: int) -> str:
         tok = self.tokenizer

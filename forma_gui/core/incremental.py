@@ -1415,16 +1415,12 @@ def _moved_end(t: int, e: int, removed: int, added: int) -> int:
     return t + added - removed if t >= e + removed else e + added
 
 
-def _count_surrogates(text: str) -> int:
-    return 0 if text.isascii() else len(_SURROGATE.findall(text))
-
-
 def _count_barriers(text: str, count_undefined=None) -> int:
     """Characters no region may hold: lone surrogates, and what the tokenizer's
     `count_undefined` counts (llama.cpp BPE); while a text holds any, edits re-encode it."""
     if text.isascii():
         return 0
-    return _count_surrogates(text) + (count_undefined(text) if count_undefined else 0)
+    return len(_SURROGATE.findall(text)) + (count_undefined(text) if count_undefined else 0)
 
 
 def _find_backward(pattern: regex.Pattern, blocks: TextBlocks, lo: int, hi: int) -> int | None:
