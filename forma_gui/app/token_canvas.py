@@ -14,13 +14,14 @@ never with a bare U+FFFD.
 """
 from __future__ import annotations
 
+import math
 import unicodedata
 from array import array
 from bisect import bisect_right
 from time import perf_counter
 
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QFontMetricsF, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontDatabase, QFontMetricsF, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractScrollArea, QToolTip
 
 from forma_gui.app.palette import HUES, border_color, token_color, too_close
@@ -39,6 +40,8 @@ GROUP_PAD = 3.0       # inside a group frame
 RUN_GAP = 3.0         # between the text and the hex part of a partial token's label
 SLICE_SECONDS = 0.008  # layout work per event-loop turn
 MAX_NEWLINES = 2      # line breaks drawn for one token (a run of blank lines collapses)
+#: chip pixmaps kept (`TokenCanvas._chip_pixmap`) up to about this many bytes, then drawn afresh
+CHIP_CACHE_BYTES = 24 << 20
 
 #: whitespace made visible; control characters are always shown as their pictures
 VISIBLE_WS = {ord(" "): "·", ord("\t"): "⇥", ord("\n"): "↵"}
@@ -109,6 +112,8 @@ class TokenCanvas(QAbstractScrollArea):
         self.reuse_layout = True  # False: every segmentation is laid out from scratch (tests)
         self._tail: dict | None = None  # the old layout's reusable end, see _reuse
         self._timer = QTimer(self, singleShot=True, interval=0, timeout=self._layout_slice)
+        self._chips: dict[tuple, QPixmap] = {}  # chip pixmaps per look (`_chip_pixmap`)
+        self._chip_bytes, self._chip_look, self._dpr = 0, None, 1.0
         self._set_fonts()
         self._reset_layout()
 
@@ -581,6 +586,7 @@ class TokenCanvas(QAbstractScrollArea):
         pal = self.palette()
         p.fillRect(self.viewport().rect(), pal.base())
         self._ink = _Ink(pal, self._dark)
+        self._chips_for(pal)
         top = self.verticalScrollBar().value()
         first = max(0, int((top - MARGIN) // self._line_h))
         last = min(len(self._line_item) - 1, int((top + self.viewport().height()) // self._line_h))
@@ -616,6 +622,55 @@ class TokenCanvas(QAbstractScrollArea):
             self._paint_chip(p, k, QRectF(px, y + GROUP_PAD, pw, self._chip_h - 2 * GROUP_PAD))
 
     def _paint_chip(self, p: QPainter, k: int, chip: QRectF) -> None:
+        """Token k's chip at `chip` (its left and top rounded down to whole pixels): drawn
+        once into a pixmap kept per look (`_chip_pixmap`), then copied; the selection and
+        highlight outlines on top."""
+        x, y = int(chip.left()), int(chip.top())
+        p.drawPixmap(x, y, self._chip_pixmap(k, chip.width()))
+        if k == self.selected or self.tokens.ids[k] == self.highlight_id:
+            selected = k == self.selected
+            ink = self._ink
+            p.setPen(QPen(ink.highlight if selected else ink.text_on_base, 2.0 if selected else 1.4))
+            p.setBrush(NO_BRUSH)
+            p.drawRoundedRect(QRectF(x - 0.5, y - 0.5, chip.width() + 1.0, chip.height() + 1.0), 3, 3)
+
+    def _chip_pixmap(self, k: int, width: float) -> QPixmap:
+        """Token k's chip (and id below it) as `_draw_chip` draws it at the origin, kept per
+        what it shows: its id, its text, flags, colour and width (under the current toggles,
+        fonts and palette: `_chips_for` empties the cache when one of those changes)."""
+        tokens = self.tokens
+        start, end = tokens.starts[k], tokens.ends[k]
+        key = (tokens.ids[k], self.text[start:end] if end - start <= 64 else (start, end), tokens.flags[k],
+               self._slot[k], self._shade[k], width)
+        pm = self._chips.get(key)
+        if pm is None:
+            if self._chip_bytes > CHIP_CACHE_BYTES:
+                self._chips.clear()
+                self._chip_bytes = 0
+            height = self._chip_h - 2 * GROUP_PAD + (GROUP_PAD + self._id_h if self.show_ids else 0.0)
+            dpr = self._dpr
+            pm = QPixmap(math.ceil(width * dpr), math.ceil(height * dpr))
+            pm.setDevicePixelRatio(dpr)
+            pm.fill(Qt.GlobalColor.transparent)
+            q = QPainter(pm)
+            q.setRenderHint(QPainter.RenderHint.Antialiasing)
+            self._draw_chip(q, k, QRectF(0.0, 0.0, width, self._chip_h - 2 * GROUP_PAD))
+            q.end()
+            self._chips[key] = pm
+            self._chip_bytes += pm.width() * pm.height() * 4
+        return pm
+
+    def _chips_for(self, palette) -> None:
+        """Keep the chip pixmaps only while what they were drawn with stays the same."""
+        look = (palette.cacheKey(), self._font.key(), self.as_stored, self.visible_ws, self.show_ids,
+                self.viewport().devicePixelRatioF())
+        if look != self._chip_look:
+            self._chip_look, self._dpr = look, look[-1]
+            self._chips.clear()
+            self._chip_bytes = 0
+
+    def _draw_chip(self, p: QPainter, k: int, chip: QRectF) -> None:
+        """Token k's chip: its colour (dashed edge when partial), its label, its id below."""
         tok = self.tokens[k]
         ink, slot = self._ink, self._slot[k]
         if tok.special:
@@ -625,11 +680,6 @@ class TokenCanvas(QAbstractScrollArea):
             p.setBrush(token_color(slot, self._shade[k], ink.theme))
             p.setPen(QPen(border_color(slot, ink.theme), 1.2, DASH) if tok.partial else NO_PEN)
         p.drawRoundedRect(chip.adjusted(0.6, 0.6, -0.6, -0.6), 3, 3)
-        if k == self.selected or tok.id == self.highlight_id:
-            selected = k == self.selected
-            p.setPen(QPen(ink.highlight if selected else ink.text_on_base, 2.0 if selected else 1.4))
-            p.setBrush(NO_BRUSH)
-            p.drawRoundedRect(chip.adjusted(-0.5, -0.5, 0.5, 0.5), 3, 3)
         self._paint_label(p, k, tok, chip)
         if self.show_ids:
             p.setFont(self._small)

@@ -142,3 +142,92 @@ def test_typing_near_the_end_keeps_the_layout_before_it(qtbot):
     canvas.set_segmentation(edited, tok.segment(edited))
     _layout_rest(canvas)
     assert canvas._tail is None
+
+
+# ---- painting: chips are drawn once per look and copied (TokenCanvas._chip_pixmap) ----------
+
+def _image(canvas: TokenCanvas):
+    canvas.viewport().repaint()
+    return canvas.viewport().grab().toImage()
+
+
+def _laid_out(qtbot, text: str, **options) -> TokenCanvas:
+    canvas = TokenCanvas()
+    qtbot.addWidget(canvas)
+    canvas.resize(600, 400)
+    canvas.show()
+    qtbot.waitExposed(canvas)
+    canvas.set_segmentation(text, StubTokenizer().segment(text, special=True))
+    canvas.set_options(**options)
+    _layout_rest(canvas)
+    return canvas
+
+
+@pytest.mark.parametrize("change", ["show_ids", "visible_ws", "as_stored", "palette"])
+def test_kept_chips_are_not_shown_after_the_look_changes(qtbot, change):
+    """A canvas whose chips were drawn before a toggle or palette change paints exactly as
+    one made with the new look (fails when kept pixmaps outlive the look they were drawn in:
+    chips whose width stays the same would keep their old text, ids or colours)."""
+    from PySide6.QtGui import QColor, QPalette
+
+    dark = QPalette()
+    for role, colour in ((QPalette.ColorRole.Base, "#1e1f24"), (QPalette.ColorRole.Text, "#eeeeee"),
+                         (QPalette.ColorRole.Window, "#26272c")):
+        dark.setColor(role, QColor(colour))
+
+    def apply(canvas):
+        if change == "palette":
+            canvas.setPalette(dark)
+            _layout_rest(canvas)
+        else:
+            canvas.set_options(**{change: True})
+            _layout_rest(canvas)
+
+    before = _laid_out(qtbot, TEXT)
+    _image(before)  # its chips are drawn and kept
+    assert before._chips
+    apply(before)
+    fresh = _laid_out(qtbot, TEXT)
+    apply(fresh)
+    assert _image(before) == _image(fresh)
+
+
+def test_outlines_cover_only_the_selected_and_highlighted_chips(qtbot):
+    """Selecting a token outlines its chip only, and unselecting leaves no trace of it (the
+    kept pixmaps hold no outline); the highlight outlines every chip with that id."""
+    canvas = _laid_out(qtbot, TEXT)
+    plain = _image(canvas)
+    k = next(k for k in range(3, len(canvas.tokens)) if canvas.tokens.ids[k] != canvas.tokens.ids[2])
+    canvas.set_selected(k, scroll=False)
+    selected = _image(canvas)
+    assert _changed_within(plain, selected, [canvas.token_rect(k)])
+    canvas.set_selected(None)
+    assert _image(canvas) == plain
+    tid = canvas.tokens.ids[2]
+    same = [j for j in range(len(canvas.tokens)) if canvas.tokens.ids[j] == tid and canvas.token_rect(j) is not None
+            and canvas.token_rect(j).bottom() < canvas.viewport().height()]
+    canvas.set_highlight_id(tid)
+    assert _changed_within(plain, _image(canvas), [canvas.token_rect(j) for j in same])
+    canvas.set_highlight_id(None)
+    assert _image(canvas) == plain
+
+
+def _changed_within(a, b, rects) -> bool:
+    """Whether images a and b differ, and only inside these rectangles grown by 2 pixels."""
+    import numpy as np
+
+    def pixels(image):
+        from PySide6.QtGui import QImage
+
+        image = image.convertToFormat(QImage.Format.Format_RGB32)
+        rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+        return rows[:, :4 * image.width()].reshape(image.height(), image.width(), 4)
+
+    dpr = a.devicePixelRatio()
+    changed = np.any(pixels(a) != pixels(b), axis=2)
+    inside = np.zeros_like(changed)
+    for r in rects:
+        y0, y1 = int((r.top() - 2) * dpr), int((r.bottom() + 3) * dpr)
+        x0, x1 = int((r.left() - 2) * dpr), int((r.right() + 3) * dpr)
+        inside[max(0, y0):y1, max(0, x0):x1] = True
+    return bool(changed.any()) and not (changed & ~inside).any()
