@@ -23,6 +23,7 @@ from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QCompleter, QHBoxLayout, QLabel,
                                QProgressBar, QPushButton, QTableView, QTreeView, QWidget)
 
+from forma_gui.app.row_table import RowPaintedTable
 from forma_gui.app.workers import LatestRunner, PaintMarksBusy
 # imported here, not in the worker: a first import inside a job holds the GIL for tens of ms
 from forma_gui.core import quant
@@ -368,10 +369,23 @@ class CopyableTableView(PaintMarksBusy, _CopyMixin, QTableView):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.setAlternatingRowColors(True)
-        self.verticalHeader().setDefaultSectionSize(22)
-        self.verticalHeader().hide()
+        _table_rows(self)
+
+
+class CopyableRowTable(_CopyMixin, RowPaintedTable):
+    """A `CopyableTableView` that paints its visible rows itself (`RowPaintedTable`)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        _table_rows(self)
+
+
+def _table_rows(view: QTableView) -> None:
+    """Whole rows selected, alternating colours, rows of 22 px, no row numbers."""
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.setAlternatingRowColors(True)
+    view.verticalHeader().setDefaultSectionSize(22)
+    view.verticalHeader().hide()
 
 
 class CopyableTreeView(PaintMarksBusy, _CopyMixin, QTreeView):

@@ -12,14 +12,14 @@ import re
 from dataclasses import dataclass
 from itertools import repeat
 
-from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, QRect, Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
-from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QLineEdit, QStyle, QStyleOptionFocusRect,
-                               QStyleOptionViewItem, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, Qt, QTimer
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
 
 from forma_gui.app.palette import hue_index, token_color
+from forma_gui.app.row_table import RowPaintedTable
 from forma_gui.app.token_canvas import CONTROL_PICTURES, hex_bytes
-from forma_gui.app.workers import LatestRunner, mark_gui_busy
+from forma_gui.app.workers import LatestRunner
 from forma_gui.core.slices import sliced_array, sliced_join, sliced_map
 
 #: item-data roles as plain ints: data() runs for every visible cell and role, and
@@ -34,8 +34,6 @@ SEP = "\x00"              # joins pieces; never part of a query, so no match spa
 SEARCH_DEBOUNCE_MS = 120
 INDEX_DELAY_MS = 100      # the search index is built after the table's first paint
 VISIBLE = {ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"} | CONTROL_PICTURES
-#: cell text inset (px) and the id column's colour swatch (width, height)
-PAD, SWATCH_W, SWATCH_H = 4, 16, 12
 #: columns whose text is right-aligned (id, rank/score) and whose font follows the token type
 RIGHT_COLUMNS, TYPED_COLUMNS = (0, 4), (1, 2)
 
@@ -157,115 +155,20 @@ def _starts(lengths, gap: int):
     return starts
 
 
-class VocabTable(QTableView):
-    """The vocabulary table: it paints its visible rows itself, and each repaint holds the
-    search indexer back (`workers.mark_gui_busy`, as `PaintMarksBusy` does).
+class VocabTable(RowPaintedTable):
+    """The vocabulary table: it paints its visible rows itself (`RowPaintedTable`), each
+    from one `VocabModel.cells` call: a screen of ~170 cells took 21-23 ms per scroll step
+    through QTableView's own paint here, 9-12 ms so. The id column has the token's colour
+    swatch; control and byte tokens' piece and text are bold and italic."""
 
-    QTableView's own paint asks the model for ~7 roles per cell and runs the style's item
-    drawing for each: a screen of ~170 cells took 21-23 ms per scroll step here, more than a
-    60 Hz frame. Rows drawn straight from `VocabModel.cells` (one Python call per row; text
-    drawn at its baseline, measured only when it may not fit or is right-aligned) take 9-12
-    ms and look the same: alternating rows, the selection, the swatch, bold control and
-    italic byte tokens, right-aligned numbers, the grid and the focus frame. The model's
-    roles stay for tooltips, tests and anything else that asks."""
+    right_columns, typed_columns = frozenset(RIGHT_COLUMNS), frozenset(TYPED_COLUMNS)
 
-    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
-        mark_gui_busy()
-        painter = QPainter(self.viewport())
-        try:
-            self._paint_rows(painter, event.rect())
-        finally:
-            painter.end()
+    def row_texts(self, row: int) -> tuple[list[str], QColor | None, str | None]:
+        token_id, cells, kind = self.model().cells(row)
+        return cells, token_color(hue_index(token_id)), kind
 
-    def _paint_rows(self, p: QPainter, area: QRect) -> None:
-        model, palette = self.model(), self.palette()
-        p.fillRect(area, palette.base())
-        n = model.rowCount()
-        first = self.rowAt(area.top()) if n else -1
-        if first < 0:
-            return
-        last = self.rowAt(area.bottom())
-        last = n - 1 if last < 0 else last
-        cols = [(self.columnViewportPosition(c), self.columnWidth(c)) for c in range(model.columnCount())]
-        right = max(x + w for x, w in cols)
-        height = self.rowHeight(first)
-        top = y = self.rowViewportPosition(first)
-        selected = {index.row() for index in self.selectionModel().selectedRows()}
-        text, bright = palette.text().color(), palette.highlightedText().color()
-        plain = _Font(self.font())
-        # (a font role resolves against the view's font, as Qt's delegate resolves it)
-        fonts = {None: plain, **{kind: _Font(font.resolve(self.font())) for kind, font in model.type_fonts.items()}}
-        p.setFont(plain.font)
-        for row in range(first, last + 1):
-            token_id, cells, kind = model.cells(row)
-            if row in selected:
-                p.fillRect(0, y, right, height, palette.highlight())
-                p.setPen(bright)
-            else:
-                if row % 2 and self.alternatingRowColors():
-                    p.fillRect(0, y, right, height, palette.alternateBase())
-                p.setPen(text)
-            for col, (x, width) in enumerate(cols):
-                left = x + PAD
-                if col == 0:
-                    p.fillRect(x + 3, y + (height - SWATCH_H) // 2, SWATCH_W, SWATCH_H,
-                               token_color(hue_index(token_id)))
-                    left += SWATCH_W + 2
-                font = fonts[kind] if col in TYPED_COLUMNS else plain
-                if font is not plain:
-                    p.setFont(font.font)
-                shown, advance = font.fit(cells[col], x + width - PAD - left, col in RIGHT_COLUMNS)
-                if col in RIGHT_COLUMNS:
-                    left = x + width - PAD - advance
-                p.drawText(left, y + (height + font.ascent - font.descent) // 2, shown)
-                if font is not plain:
-                    p.setFont(plain.font)
-            y += height
-        self._paint_grid(p, cols, right, top, y, height)
-        self._paint_focus(p, first, last)
-
-    def _paint_grid(self, p: QPainter, cols, right: int, top: int, bottom: int, height: int) -> None:
-        if not self.showGrid():
-            return
-        hint = self.style().styleHint(QStyle.StyleHint.SH_Table_GridLineColor, QStyleOptionViewItem(), self)
-        p.setPen(QColor.fromRgba(hint & 0xFFFFFFFF))
-        for x, width in cols:
-            p.drawLine(x + width - 1, top, x + width - 1, bottom - 1)
-        for y in range(top + height - 1, bottom, height):
-            p.drawLine(0, y, right - 1, y)
-
-    def _paint_focus(self, p: QPainter, first: int, last: int) -> None:
-        """The style's focus frame around the current cell, as QTableView draws it."""
-        current = self.currentIndex()
-        if not (self.hasFocus() and current.isValid() and first <= current.row() <= last):
-            return
-        option = QStyleOptionFocusRect()
-        option.initFrom(self)
-        option.rect = self.visualRect(current)
-        option.backgroundColor = self.palette().highlight().color()
-        self.style().drawPrimitive(QStyle.PrimitiveElement.PE_FrameFocusRect, option, p, self)
-
-
-class _Font:
-    """A font and the metrics `VocabTable` lays text out by, taken once per paint."""
-
-    def __init__(self, font: QFont) -> None:
-        self.font, self.metrics = font, QFontMetrics(font)
-        self.ascent, self.descent = self.metrics.ascent(), self.metrics.descent()
-        self._widest = self.metrics.maxWidth()
-
-    def fit(self, text: str, room: int, measure: bool) -> tuple[str, int]:
-        """(the text, elided to `room` pixels when wider, its advance or -1 when not measured):
-        measured when asked (right alignment) or when it may not fit (the widest glyph per
-        character), since laying text out costs about as much as drawing it."""
-        if measure or len(text) * self._widest > room:
-            advance = self.metrics.horizontalAdvance(text)
-        else:
-            return text, -1
-        if advance > room:
-            text = self.metrics.elidedText(text, Qt.TextElideMode.ElideRight, max(room, 0))
-            advance = self.metrics.horizontalAdvance(text)
-        return text, advance
+    def type_fonts(self) -> dict[str, QFont]:
+        return self.model().type_fonts
 
 
 class VocabModel(QAbstractTableModel):

@@ -227,17 +227,3 @@ def test_each_visible_row_is_painted_as_its_token(qtbot, view):
     assert view.model.rowCount() == 0
     image = _viewport_image(view)
     assert image.pixelColor(10, 10).rgb() == palette.base().color().rgb()
-
-
-def test_cell_text_is_elided_only_when_it_does_not_fit(qtbot, view):
-    from forma_gui.app.vocab_view import _Font
-
-    font = _Font(view.table.font())
-    text = "a rather long piece of text"
-    full = font.metrics.horizontalAdvance(text)
-    assert font.fit(text, len(text) * font.metrics.maxWidth(), False) == (text, -1)  # surely fits: not measured
-    assert font.fit(text, full, False) == (text, full)  # may not fit: measured, and fits
-    assert font.fit(text, full, True) == (text, full)   # right-aligned: measured
-    shown, advance = font.fit(text, full // 2, False)
-    assert shown.endswith("…") and 0 < advance <= full // 2
-    assert font.fit("12345", 200, True)[1] == font.metrics.horizontalAdvance("12345")
