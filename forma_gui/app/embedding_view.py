@@ -82,6 +82,9 @@ class EmbeddingPanel(QWidget):
         self.scale_plot.setLabel("bottom", "dimension (one bar per block)")
         self.scale_plot.setLabel("left", "d")
         self.scale_plot.setMaximumHeight(150)
+        # tall enough for readable ticks: squeezed to ~30 px, the d axis labels overlapped
+        self.plot.setMinimumHeight(110)
+        self.scale_plot.setMinimumHeight(90)
         self.scale_plot.setXLink(self.plot)      # a bar sits under the values its block holds
         for plot in (self.plot, self.scale_plot):
             plot.getAxis("left").setWidth(52)    # equal axes keep the two x ranges aligned

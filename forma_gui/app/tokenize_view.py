@@ -844,7 +844,7 @@ class TokenizeView(QWidget):
         self._embedding_box = _titled("Embedding", self._embedding, self)
         self.side_split.addWidget(self._embedding_box)
         total = max(self.side_split.height(), 500)
-        self.side_split.setSizes([total // 2, total // 2])
+        self.side_split.setSizes([total * 2 // 5, total - total * 2 // 5])  # the plots need the room
 
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(1200, 800)
