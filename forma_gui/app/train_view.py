@@ -29,7 +29,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QFontMetricsF, Q
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout,
                                QHeaderView, QLabel, QListView, QPlainTextEdit, QProgressBar,
                                QPushButton, QScrollArea, QSizePolicy, QSlider, QSpinBox,
-                               QSplitter, QTableView, QToolButton, QVBoxLayout, QWidget)
+                               QSplitter, QStyle, QTableView, QToolButton, QVBoxLayout, QWidget)
 
 from forma_gui.app.palette import assign_shades, border_color, token_color
 from forma_gui.core.bpe import (PAPER_EXAMPLE, PAPER_MERGES, ByteLevelTrainer, ByteLevelTraining,
@@ -494,13 +494,16 @@ class TrainView(QWidget):
 
     def _build_stepper(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        buttons = (("⏮", "trainFirst", "back to no merges", lambda: self.set_position(0)),
-                   ("◀", "trainStepBack", "undo one merge", self.step_back),
-                   ("▶", "trainStepForward", "apply the next merge", self.step_forward),
-                   ("⏭", "trainToEnd", "run to the end", self.run_to_end))
-        for text, name, tip, slot in buttons:
+        # the style's media icons, as the Stream view's: "⏮" and "⏭" are missing from many fonts
+        buttons = ((QStyle.StandardPixmap.SP_MediaSkipBackward, "trainFirst", "back to no merges",
+                    lambda: self.set_position(0)),
+                   (QStyle.StandardPixmap.SP_MediaSeekBackward, "trainStepBack", "undo one merge", self.step_back),
+                   (QStyle.StandardPixmap.SP_MediaSeekForward, "trainStepForward", "apply the next merge",
+                    self.step_forward),
+                   (QStyle.StandardPixmap.SP_MediaSkipForward, "trainToEnd", "run to the end", self.run_to_end))
+        for icon, name, tip, slot in buttons:
             button = self._named(QToolButton(), name, tip)
-            button.setText(text)
+            button.setIcon(self.style().standardIcon(icon))
             button.clicked.connect(slot)
             row.addWidget(button)
         self.slider = self._named(QSlider(Qt.Horizontal), "trainSlider", "merge index")
