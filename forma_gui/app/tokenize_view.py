@@ -20,7 +20,7 @@ import importlib
 import importlib.util
 import logging
 import zlib
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from time import perf_counter
 from typing import NamedTuple
 
@@ -70,6 +70,8 @@ EMBEDDING_VIEW = "forma_gui.app.embedding_view:EmbeddingPanel"
 LARGE_PASTE = 256 * 1024        # characters (or UTF-8 bytes); a bigger paste is inserted in slices
 PASTE_CHUNK = 32 * 1024         # first slice; later ones are sized to take ~10 ms
 PASTE_SLICE_SECONDS = 0.01
+#: cuts of a word a unigram model's panel lists: its choice and the next best
+CUTS_SHOWN = 6
 
 
 def _mono_font() -> QFont:
@@ -128,21 +130,34 @@ class TokenTableModel(QAbstractTableModel):
 
 
 class MergeStepsModel(QAbstractTableModel):
-    """Rows: the pre-token's starting symbols, then one row per merge."""
+    """Rows: the pre-token's starting symbols, then one row per merge (BPE); or, for a model
+    that picks the best-scoring cut of a word (unigram), its cut and the next best ones."""
 
     HEADERS = ("rank", "merge", "symbols")
+    CUT_HEADERS = ("#", "score", "pieces")
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.rows: list[tuple[str, str, tuple[str, ...], int]] = []  # rank, merge, symbols, hot
         self.slots: dict[str, int] = {}  # symbol -> hue slot of its token id (as in the chips)
+        self.headers = self.HEADERS
 
     def set_steps(self, steps: list, tokenizer=None) -> None:
+        self._set_rows(_merge_rows(steps), self.HEADERS, tokenizer)
+
+    def set_segmentations(self, alternatives: list, tokenizer=None, hot: int = -1) -> None:
+        """Rows of `Tokenizer.segmentations`: the chosen cut (its `hot`-th piece outlined),
+        then the others by score."""
+        self._set_rows(_cut_rows(alternatives, hot), self.CUT_HEADERS, tokenizer)
+
+    def _set_rows(self, rows: list, headers: tuple[str, ...], tokenizer) -> None:
         self.beginResetModel()
-        self.rows = _merge_rows(steps)
+        self.rows, self.headers = rows, headers
         symbols = {sym for row in self.rows for sym in row[2]}
         self.slots = {sym: _symbol_slot(sym, tokenizer) for sym in symbols}
         self.endResetModel()
+        if headers != self.HEADERS or rows:
+            self.headerDataChanged.emit(Qt.Orientation.Horizontal, 0, 2)
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.rows)
@@ -152,7 +167,7 @@ class MergeStepsModel(QAbstractTableModel):
 
     def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
         if orientation == Qt.Orientation.Horizontal and role == DISPLAY:
-            return self.HEADERS[section]
+            return self.headers[section]
         return None
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
@@ -161,6 +176,8 @@ class MergeStepsModel(QAbstractTableModel):
             return (rank, merge, " ".join(symbols))[index.column()]
         if role == USER:
             return symbols, hot, self.slots
+        if role == TOOLTIP and index.column() == 2:  # the whole list, which the chips may elide
+            return " ".join(symbols)
         if role == ALIGNMENT and index.column() == 0:
             return ALIGN_RIGHT
         return None
@@ -181,6 +198,19 @@ def _merge_rows(steps: list) -> list[tuple[str, str, tuple[str, ...], int]]:
     rows = [("", "start", tuple(initial), -1)]
     for step in steps:
         rows.append((str(step.rank), f"{step.left} + {step.right}", tuple(step.symbols), step.position))
+    return rows
+
+
+def _cut_rows(alternatives: list, hot: int = -1) -> list[tuple[str, str, tuple[str, ...], int]]:
+    """Table rows for `Tokenizer.segmentations`: "chosen" or the rank, the summed score (and
+    how far below the chosen cut), the pieces (the chosen cut's `hot`-th one outlined)."""
+    if not alternatives:
+        return []
+    best = alternatives[0].score
+    rows = []
+    for k, a in enumerate(alternatives):
+        score = f"{a.score:.3f}" if a.chosen else f"{a.score:.3f} ({a.score - best:+.3f})"
+        rows.append(("chosen" if a.chosen else str(k + 1), score, a.pieces, hot if a.chosen else -1))
     return rows
 
 
@@ -482,7 +512,8 @@ class TokenizeView(QWidget):
         box.addWidget(self.merge_note)
         box.addWidget(self.merge_table, 1)
         self.side_split = QSplitter(Qt.Orientation.Vertical, side)
-        self.side_split.addWidget(_titled("Merge steps", merges, side))
+        self.merge_box = _titled("Merge steps", merges, side)
+        self.side_split.addWidget(self.merge_box)
         layout.addWidget(self.side_split, 1)
         return side
 
@@ -743,10 +774,16 @@ class TokenizeView(QWidget):
             word = self.text[_word_around(self.text, tok.start, tok.end)]
         try:
             steps = tokenizer.merge_steps(word) if word else []
+            # a unigram model cuts words (its pieces never cross a space): the token's word
+            around = _word_around(self.text, tok.start, tok.end)
+            cuts = [] if steps else tokenizer.segmentations(self.text[around], CUTS_SHOWN)
         except Exception as e:  # noqa: BLE001 - show the problem, keep the view alive
             self._set_merges([], f"merge steps failed: {_esc(str(e))}")
             return
-        shown = _esc(word.translate({ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"}))
+        if cuts:
+            self._show_cuts(cuts, self.text[around], around.start)
+            return
+        shown = _show_ws(word)
         what = "word" if narrowed else "pre-token"
         if steps:
             note = f"{what} <code>{shown}</code>: {len(steps)} merge{'s' * (len(steps) != 1)}"
@@ -756,6 +793,26 @@ class TokenizeView(QWidget):
 
     def _set_merges(self, steps: list, note: str) -> None:
         self.merge_model.set_steps(steps, self.session.tokenizer)
+        self._show_merge_table(note)
+
+    def _show_cuts(self, cuts: list, word: str, start: int) -> None:
+        """A unigram token's word (from `start` in the text): the cut encoding picked and the
+        next best ones; the selected token's piece is outlined in the chosen cut when the
+        word's tokens in the text are that cut."""
+        tokenizer = self.session.tokenizer
+        others = len(cuts) - 1
+        note = (f"word <code>{_show_ws(word)}</code>: the best-scoring cut ({_esc(tokenizer.kind)})"
+                + (f" and the next {others}, by the sum of their pieces' scores" if others
+                   else ", the only one"))
+        first, k = bisect_left(self.tokens.starts, start), self.selected_index
+        chosen = cuts[0].ids
+        hot = k - first if k is not None and tuple(self.tokens.ids[first:first + len(chosen)]) == chosen \
+            and first <= k < first + len(chosen) else -1
+        self.merge_model.set_segmentations(cuts, tokenizer, hot)
+        self._show_merge_table(note, "Segmentations")
+
+    def _show_merge_table(self, note: str, title: str = "Merge steps") -> None:
+        self.merge_box.caption.setText(f"<b>{_esc(title)}</b>")
         self.merge_note.setText(note)
         self.merge_table.resizeColumnToContents(0)
         self.merge_table.resizeColumnToContents(1)
@@ -877,6 +934,7 @@ def _titled(title: str, widget: QWidget, parent: QWidget, hint: str = "") -> QWi
     caption.setFont(font)
     layout.addWidget(caption)
     layout.addWidget(widget, 1)
+    box.caption = caption  # (retitled by views whose content changes kind)
     return box
 
 
@@ -893,6 +951,11 @@ def _show_bytes(data: bytes) -> str:
     """A token's bytes as text, hex for any part that is not valid UTF-8."""
     return data.decode("utf-8", "backslashreplace").translate(
         {ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"})
+
+
+def _show_ws(text: str) -> str:
+    """Text for a note: escaped, its blanks made visible."""
+    return _esc(text.translate({ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"}))
 
 
 def _word_around(text: str, start: int, end: int) -> slice:

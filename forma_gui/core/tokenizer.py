@@ -56,6 +56,17 @@ class MergeStep:
     symbols: tuple[str, ...] = field(default=())  # the symbol list after the merge
 
 
+@dataclass(frozen=True)
+class Alternative:
+    """One way a unigram model can cut a word: its pieces (as stored; an unknown piece as the
+    text it covers), their ids, the sum of their scores, and whether encoding picks it."""
+
+    pieces: tuple[str, ...]
+    ids: tuple[int, ...]
+    score: float
+    chosen: bool
+
+
 def check_id(token_id: int, size: int) -> int:
     """`token_id` if it names one of `size` tokens, else IndexError (a negative id must not
     index from the end, as a Python list would).
@@ -124,6 +135,11 @@ class Tokenizer(ABC):
 
     def merge_steps(self, word: str) -> list[MergeStep]:
         """The merges that encoding one pre-token performs, in order (empty if not BPE)."""
+        return []
+
+    def segmentations(self, word: str, k: int = 5) -> list[Alternative]:
+        """For a model that picks the best-scoring cut of a word (unigram): its choice, then
+        the next best of the k best cuts (empty for other models)."""
         return []
 
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]:

@@ -294,3 +294,40 @@ def test_safetensors_opens_weights_and_keeps_the_tokenizer(qtbot, window, tmp_pa
     assert window.session.tokenizer is tokenizer
     assert window.session.path == str(path)
     assert "tensor" in window.kind_label.text()
+
+
+def test_a_unigram_token_shows_the_cuts_of_its_word(qtbot, window):
+    """With a unigram .model the merge panel lists the word's cuts: the one encoding picked,
+    with the selected token's piece outlined, then the next best, as sentencepiece's n-best
+    search ranks them; a BPE model keeps its merge steps."""
+    import sentencepiece as spm
+
+    from tests.conftest import data_file
+
+    path = data_file("sentencepiece", "botchan_en_unigram_1000.model")
+    window.open_path(path)
+    qtbot.waitUntil(lambda: window.session.path == str(path) and not window.loading, timeout=30_000)
+    view = _tokenize_view(window)
+    text = "It is a restrictions-free eBook."
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    word = " restrictions-free"
+    first = next(k for k, t in enumerate(view.tokens) if t.start == text.index(word))
+    k = first + 1  # the word's second piece
+    view.select_index(k)
+    model = view.merge_model
+    assert [model.headerData(c, Qt.Orientation.Horizontal) for c in range(3)] == ["#", "score", "pieces"]
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    n_best = sp.nbest_encode_as_pieces(word, nbest_size=6)
+    assert [model.rows[r][2] for r in range(model.rowCount())] == [tuple(p) for p in n_best]
+    rank, score, pieces, hot = model.rows[0]
+    assert rank == "chosen" and hot == k - first and pieces[hot] == view.tokens[k].piece
+    assert all(row[3] == -1 for row in model.rows[1:])
+    assert "restrictions-free" in view.merge_note.text()
+    window.open_default()  # GPT-2: merges again
+    qtbot.waitUntil(lambda: not window.loading and window.session.tokenizer.kind != "SentencePiece unigram",
+                    timeout=30_000)
+    view.editor.setPlainText("Hello world")
+    _wait_tokens(qtbot, view, "Hello world")
+    view.select_index(1)
+    assert model.headers == model.HEADERS
