@@ -781,7 +781,7 @@ class TokenizeView(QWidget):
             self._set_merges([], f"merge steps failed: {_esc(str(e))}")
             return
         if cuts:
-            self._show_cuts(cuts, self.text[around], around.start)
+            self._show_cuts(cuts, self.text[around], self._piece_in_cut(cuts[0].ids, around.start))
             return
         shown = _show_ws(word)
         what = "word" if narrowed else "pre-token"
@@ -795,21 +795,24 @@ class TokenizeView(QWidget):
         self.merge_model.set_steps(steps, self.session.tokenizer)
         self._show_merge_table(note)
 
-    def _show_cuts(self, cuts: list, word: str, start: int) -> None:
-        """A unigram token's word (from `start` in the text): the cut encoding picked and the
-        next best ones; the selected token's piece is outlined in the chosen cut when the
-        word's tokens in the text are that cut."""
+    def _show_cuts(self, cuts: list, word: str, hot: int = -1) -> None:
+        """A unigram token's word: the cut encoding picked (its `hot`-th piece outlined) and
+        the next best ones."""
         tokenizer = self.session.tokenizer
         others = len(cuts) - 1
         note = (f"word <code>{_show_ws(word)}</code>: the best-scoring cut ({_esc(tokenizer.kind)})"
                 + (f" and the next {others}, by the sum of their pieces' scores" if others
                    else ", the only one"))
-        first, k = bisect_left(self.tokens.starts, start), self.selected_index
-        chosen = cuts[0].ids
-        hot = k - first if k is not None and tuple(self.tokens.ids[first:first + len(chosen)]) == chosen \
-            and first <= k < first + len(chosen) else -1
         self.merge_model.set_segmentations(cuts, tokenizer, hot)
         self._show_merge_table(note, "Segmentations")
+
+    def _piece_in_cut(self, chosen: tuple[int, ...], start: int) -> int:
+        """The selected token's place in the chosen cut of the word from `start` in the text,
+        when the word's tokens in the text are that cut, else -1."""
+        first, k = bisect_left(self.tokens.starts, start), self.selected_index
+        if k is None or not first <= k < first + len(chosen):
+            return -1
+        return k - first if tuple(self.tokens.ids[first:first + len(chosen)]) == chosen else -1
 
     def _show_merge_table(self, note: str, title: str = "Merge steps") -> None:
         self.merge_box.caption.setText(f"<b>{_esc(title)}</b>")
@@ -863,8 +866,13 @@ class TokenizeView(QWidget):
         word = data.decode("utf-8", "replace")
         try:
             steps = tokenizer.merge_steps(word) if word else []
+            cuts = [] if steps or not word else tokenizer.segmentations(word, CUTS_SHOWN)
         except Exception:  # noqa: BLE001
-            steps = []
+            steps, cuts = [], []
+        if cuts:  # (whether encoding its text alone gives this piece, and what else is close)
+            chosen = cuts[0].ids
+            self._show_cuts(cuts, word, chosen.index(token_id) if token_id in chosen else -1)
+            return
         self._set_merges(steps, f"how <code>{_esc(word)}</code> is built" if steps
                          else f"no merges ({_esc(tokenizer.kind)})")
 

@@ -324,6 +324,13 @@ def test_a_unigram_token_shows_the_cuts_of_its_word(qtbot, window):
     assert rank == "chosen" and hot == k - first and pieces[hot] == view.tokens[k].piece
     assert all(row[3] == -1 for row in model.rows[1:])
     assert "restrictions-free" in view.merge_note.text()
+    # a vocabulary entry picked elsewhere (not in the text): the cuts of its own text
+    tok = window.session.tokenizer
+    piece = "utenberg"
+    window.session.select_token(tok.id_of(piece))
+    expected = sp.nbest_encode_as_pieces(piece, nbest_size=6)
+    assert [model.rows[r][2] for r in range(model.rowCount())] == [tuple(p) for p in expected]
+    assert model.rows[0][3] == expected[0].index(piece)  # outlined where the chosen cut has it
     window.open_default()  # GPT-2: merges again
     qtbot.waitUntil(lambda: not window.loading and window.session.tokenizer.kind != "SentencePiece unigram",
                     timeout=30_000)
