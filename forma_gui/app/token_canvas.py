@@ -640,8 +640,7 @@ class TokenCanvas(QAbstractScrollArea):
         fonts and palette: `_chips_for` empties the cache when one of those changes)."""
         tokens = self.tokens
         start, end = tokens.starts[k], tokens.ends[k]
-        key = (tokens.ids[k], self.text[start:end] if end - start <= 64 else (start, end), tokens.flags[k],
-               self._slot[k], self._shade[k], width)
+        key = (tokens.ids[k], self.text[start:end], tokens.flags[k], self._slot[k], self._shade[k], width)
         pm = self._chips.get(key)
         if pm is None:
             if self._chip_bytes > CHIP_CACHE_BYTES:

@@ -156,8 +156,7 @@ class MergeStepsModel(QAbstractTableModel):
         symbols = {sym for row in self.rows for sym in row[2]}
         self.slots = {sym: _symbol_slot(sym, tokenizer) for sym in symbols}
         self.endResetModel()
-        if headers != self.HEADERS or rows:
-            self.headerDataChanged.emit(Qt.Orientation.Horizontal, 0, 2)
+        self.headerDataChanged.emit(Qt.Orientation.Horizontal, 0, 2)  # (the titles may have changed)
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.rows)
