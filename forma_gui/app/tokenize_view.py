@@ -135,6 +135,7 @@ class MergeStepsModel(QAbstractTableModel):
 
     HEADERS = ("rank", "merge", "symbols")
     CUT_HEADERS = ("#", "score", "pieces")
+    MATCH_HEADERS = ("#", "longest match", "pieces")
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -149,6 +150,10 @@ class MergeStepsModel(QAbstractTableModel):
         """Rows of `Tokenizer.segmentations`: the chosen cut (its `hot`-th piece outlined),
         then the others by score."""
         self._set_rows(_cut_rows(alternatives, hot), self.CUT_HEADERS, tokenizer)
+
+    def set_matches(self, steps: list, tokenizer=None) -> None:
+        """Rows of `Tokenizer.longest_matches`: each piece taken, the word's pieces so far."""
+        self._set_rows(_match_rows(steps), self.MATCH_HEADERS, tokenizer)
 
     def _set_rows(self, rows: list, headers: tuple[str, ...], tokenizer) -> None:
         self.beginResetModel()
@@ -210,6 +215,25 @@ def _cut_rows(alternatives: list, hot: int = -1) -> list[tuple[str, str, tuple[s
     for k, a in enumerate(alternatives):
         score = f"{a.score:.3f}" if a.chosen else f"{a.score:.3f} ({a.score - best:+.3f})"
         rows.append(("chosen" if a.chosen else str(k + 1), score, a.pieces, hot if a.chosen else -1))
+    return rows
+
+
+def _match_rows(steps: list) -> list[tuple[str, str, tuple[str, ...], int]]:
+    """Table rows for `Tokenizer.longest_matches`: the step, the piece taken (or where none
+    was found), the word's pieces so far and the rest of it, the new piece outlined."""
+    rows: list[tuple[str, str, tuple[str, ...], int]] = []
+    taken: list[str] = []
+    word = None
+    for k, step in enumerate(steps, 1):
+        if step.word != word or step.start == 0:
+            word, taken = step.word, []
+        data = step.word.encode("utf-8", "surrogateescape")
+        if step.token_id < 0:
+            rows.append((str(k), f"none at byte {step.start}: {step.piece}", (step.piece,), 0))
+            continue
+        taken.append(step.piece)
+        rest = data[step.end:].decode("utf-8", "surrogateescape")
+        rows.append((str(k), step.piece, tuple(taken) + ((rest,) if rest else ()), len(taken) - 1))
     return rows
 
 
@@ -776,11 +800,15 @@ class TokenizeView(QWidget):
             # a unigram model cuts words (its pieces never cross a space): the token's word
             around = _word_around(self.text, tok.start, tok.end)
             cuts = [] if steps else tokenizer.segmentations(self.text[around], CUTS_SHOWN)
+            matches = [] if steps or cuts else tokenizer.longest_matches(self.text[around])
         except Exception as e:  # noqa: BLE001 - show the problem, keep the view alive
             self._set_merges([], f"merge steps failed: {_esc(str(e))}")
             return
         if cuts:
             self._show_cuts(cuts, self.text[around], self._piece_in_cut(cuts[0].ids, around.start))
+            return
+        if matches:
+            self._show_matches(matches, self.text[around])
             return
         shown = _show_ws(word)
         what = "word" if narrowed else "pre-token"
@@ -804,6 +832,14 @@ class TokenizeView(QWidget):
                    else ", the only one"))
         self.merge_model.set_segmentations(cuts, tokenizer, hot)
         self._show_merge_table(note, "Segmentations")
+
+    def _show_matches(self, steps: list, word: str) -> None:
+        """A WordPiece token's word: each piece greedy longest-match took."""
+        tokenizer = self.session.tokenizer
+        note = (f"word <code>{_show_ws(word)}</code>: {len(steps)} piece{'s' * (len(steps) != 1)}, each the "
+                f"longest the vocabulary has at the start of what is left ({_esc(tokenizer.kind)})")
+        self.merge_model.set_matches(steps, tokenizer)
+        self._show_merge_table(note, "Longest matches")
 
     def _piece_in_cut(self, chosen: tuple[int, ...], start: int) -> int:
         """The selected token's place in the chosen cut of the word from `start` in the text,
@@ -866,8 +902,12 @@ class TokenizeView(QWidget):
         try:
             steps = tokenizer.merge_steps(word) if word else []
             cuts = [] if steps or not word else tokenizer.segmentations(word, CUTS_SHOWN)
+            matches = [] if steps or cuts or not word else tokenizer.longest_matches(word)
         except Exception:  # noqa: BLE001
-            steps, cuts = [], []
+            steps, cuts, matches = [], [], []
+        if matches:
+            self._show_matches(matches, word)
+            return
         if cuts:  # (whether encoding its text alone gives this piece, and what else is close)
             chosen = cuts[0].ids
             self._show_cuts(cuts, word, chosen.index(token_id) if token_id in chosen else -1)
@@ -966,16 +1006,19 @@ def _show_ws(text: str) -> str:
 
 
 def _word_around(text: str, start: int, end: int) -> slice:
-    """The whitespace-delimited word holding text[start:end], with the space before it.
+    """The whitespace-delimited word holding text[start:end], with the space before it (a
+    token may start with that space: SentencePiece's and WordPiece's spans include it).
 
-    >>> "say hello world"[_word_around("say hello world", 5, 7)]
-    ' hello'
+    >>> text = "say hello world"
+    >>> text[_word_around(text, 5, 7)], text[_word_around(text, 3, 6)], text[_word_around(text, 0, 2)]
+    (' hello', ' hello', 'say')
     """
     lo = start
-    while lo > 0 and not text[lo - 1].isspace() and start - lo < MAX_TRACE_CHARS:
-        lo -= 1
-    if lo > 0:
-        lo -= 1  # SentencePiece and GPT-2 both attach the space to the following word
+    if not (lo < len(text) and text[lo].isspace()):
+        while lo > 0 and not text[lo - 1].isspace() and start - lo < MAX_TRACE_CHARS:
+            lo -= 1
+        if lo > 0:
+            lo -= 1  # SentencePiece and GPT-2 both attach the space to the following word
     hi = end
     while hi < len(text) and not text[hi].isspace() and hi - end < MAX_TRACE_CHARS:
         hi += 1

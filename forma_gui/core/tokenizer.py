@@ -57,6 +57,20 @@ class MergeStep:
 
 
 @dataclass(frozen=True)
+class MatchStep:
+    """One piece greedy longest-match takes: the longest piece the vocabulary has at the
+    start of what is left of `word` (the word as matched, with its word-start mark), bytes
+    start..end of it; token_id -1 when none is there (the whole word becomes the unknown
+    token, `piece` its text)."""
+
+    word: str
+    piece: str
+    token_id: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class Alternative:
     """One way a unigram model can cut a word: its pieces (as stored; an unknown piece as the
     text it covers), their ids, the sum of their scores, and whether encoding picks it."""
@@ -135,6 +149,11 @@ class Tokenizer(ABC):
 
     def merge_steps(self, word: str) -> list[MergeStep]:
         """The merges that encoding one pre-token performs, in order (empty if not BPE)."""
+        return []
+
+    def longest_matches(self, word: str) -> list[MatchStep]:
+        """For greedy longest-match (WordPiece): each piece taken from the start of what is
+        left of each word in `word` (empty for other models)."""
         return []
 
     def segmentations(self, word: str, k: int = 5) -> list[Alternative]:

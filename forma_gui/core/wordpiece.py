@@ -31,6 +31,7 @@ import regex
 from forma_gui.core.llama_pre import count_undefined
 from forma_gui.core.llama_vocab import LlamaTokenizer, LlamaVocab
 from forma_gui.core.sentencepiece import SPACE
+from forma_gui.core.tokenizer import MatchStep
 
 #: unicode-data.cpp unicode_set_whitespace
 WHITESPACE = frozenset([9, 10, 11, 12, 13, 32, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
@@ -326,10 +327,10 @@ class WordPieceTokenizer(LlamaTokenizer):
     def _ascii_word_spans(self, word: str, start: int, end: int) -> list[tuple[int, int, int]]:
         return self._word_spans(word, list(range(start, end)))
 
-    def _word_spans(self, word: str, where: list[int]) -> list[tuple[int, int, int]]:
-        """Greedy longest match over ``▁`` + word; [UNK] over the whole word if it fails."""
+    def _greedy(self, data: bytes) -> tuple[list[tuple[int, int, int]], int | None]:
+        """Greedy longest match over a word's bytes: (token, start, end) of each piece taken,
+        and the byte where no piece starts (None when the pieces cover the word)."""
         table = self._table()
-        data = (SPACE + word).encode("utf-8", "surrogatepass")
         n, i = len(data), 0
         byte_spans: list[tuple[int, int, int]] = []
         while i < n:
@@ -340,8 +341,33 @@ class WordPieceTokenizer(LlamaTokenizer):
                     i = j
                     break
             else:
+                return byte_spans, i
+        return byte_spans, None
+
+    def longest_matches(self, word: str) -> list[MatchStep]:
+        """Each piece greedy longest-match takes in each word `preprocess` makes of `word`
+        (lowercased, accents stripped as the vocabulary says), matched as ``▁`` + word."""
+        flags = self.vocab.flags
+        steps: list[MatchStep] = []
+        for text, _ in preprocess(word, lowercase=flags.get("lowercase", True),
+                                  strip_accents=flags.get("strip_accents", True)):
+            data = (SPACE + text).encode("utf-8", "surrogatepass")
+            shown = data.decode("utf-8", "surrogateescape")
+            byte_spans, stuck = self._greedy(data)
+            steps += [MatchStep(shown, self.vocab.tokens[t], t, a, b) for t, a, b in byte_spans]
+            if stuck is not None:
                 unk = self.vocab.specials.get("unk")
-                return [] if unk is None else [(unk, where[0], where[-1] + 1)]
+                steps.append(MatchStep(shown, shown if unk is None else self.vocab.tokens[unk],
+                                       -1, stuck, len(data)))
+        return steps
+
+    def _word_spans(self, word: str, where: list[int]) -> list[tuple[int, int, int]]:
+        """Greedy longest match over ``▁`` + word; [UNK] over the whole word if it fails."""
+        data = (SPACE + word).encode("utf-8", "surrogatepass")
+        byte_spans, stuck = self._greedy(data)
+        if stuck is not None:
+            unk = self.vocab.specials.get("unk")
+            return [] if unk is None else [(unk, where[0], where[-1] + 1)]
         # map bytes of "▁" + word back to the original characters (▁ is the 3 prefix bytes)
         offsets = [0, 0, 0]
         for k, ch in enumerate(word):

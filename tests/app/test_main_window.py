@@ -324,6 +324,9 @@ def test_a_unigram_token_shows_the_cuts_of_its_word(qtbot, window):
     assert rank == "chosen" and hot == k - first and pieces[hot] == view.tokens[k].piece
     assert all(row[3] == -1 for row in model.rows[1:])
     assert "restrictions-free" in view.merge_note.text()
+    view.select_index(first)  # its span starts with the space before the word: the same word
+    assert [model.rows[r][2] for r in range(model.rowCount())] == [tuple(p) for p in n_best]
+    assert model.rows[0][3] == 0
     # a vocabulary entry picked elsewhere (not in the text): the cuts of its own text
     tok = window.session.tokenizer
     piece = "utenberg"
@@ -338,3 +341,29 @@ def test_a_unigram_token_shows_the_cuts_of_its_word(qtbot, window):
     _wait_tokens(qtbot, view, "Hello world")
     view.select_index(1)
     assert model.headers == model.HEADERS
+
+
+def test_a_wordpiece_token_shows_its_longest_matches(qtbot, window):
+    """With a WordPiece GGUF the panel lists each piece greedy longest-match took in the
+    selected token's word (a token whose span starts with the space before its word shows
+    that word, not the one before)."""
+    from tests.conftest import data_file
+
+    path = data_file("gguf-vocab", "ggml-vocab-bert-bge.gguf")
+    window.open_path(path)
+    qtbot.waitUntil(lambda: window.session.path == str(path) and not window.loading, timeout=30_000)
+    view = _tokenize_view(window)
+    text = "Unaffable tokenization, naive"
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    tok = window.session.tokenizer
+    k = next(k for k, t in enumerate(view.tokens) if t.piece == "▁token")
+    assert text[view.tokens[k].start] == " "  # the span holds the space before the word
+    view.select_index(k)
+    model = view.merge_model
+    assert [model.headerData(c, Qt.Orientation.Horizontal) for c in range(3)] == ["#", "longest match", "pieces"]
+    expected = [tok.piece(i) for i in tok.encode(" tokenization,")]
+    assert [row[1] for row in model.rows] == expected
+    assert model.rows[0][2] == (expected[0], "ization")  # the piece taken, the rest of the word
+    assert model.rows[1][2] == tuple(expected[:2]) and model.rows[1][3] == 1
+    assert "tokenization" in view.merge_note.text() and "Unaffable" not in view.merge_note.text()

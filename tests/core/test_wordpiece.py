@@ -144,3 +144,31 @@ def test_fast_fragment_spans_equal_the_character_by_character_ones(bert, text, l
         tok.vocab.flags.clear()
         tok.vocab.flags.update(flags)
         tok.clear_cache()
+
+
+def test_longest_matches_take_the_longest_piece_each_time(bert):
+    """`longest_matches` lists the pieces `encode` gives (HF's WordPiece agrees on this text,
+    see above), each the longest the vocabulary has at the start of what is left: no longer
+    prefix of the rest is a piece."""
+    tok, hf = bert
+    text = data_file("sentencepiece", "botchan.txt").read_text(encoding="utf-8")[:20_000]
+    words = sorted(set(text.split()))[:400] + ["Unaffable", "tokenization,", "naïve", "xqzjv"]
+    checked = 0
+    for word in words:
+        steps = tok.longest_matches(word)
+        assert [s.token_id for s in steps] == tok.encode(word) == hf.encode(word).ids, word
+        for s in steps:
+            data = s.word.encode("utf-8", "surrogateescape")
+            assert tok.piece(s.token_id) == s.piece
+            assert data[s.start:s.end].decode("utf-8") == s.piece
+            for longer in range(s.end + 1, len(data) + 1):
+                assert tok.id_of(data[s.start:longer].decode("utf-8", "surrogateescape")) is None, (word, s)
+                checked += 1
+    assert checked > 200  # (longer prefixes tried: most words are one piece)
+
+
+def test_a_word_without_a_match_shows_where_it_stopped(bert):
+    tok, _ = bert
+    (step,) = [s for s in tok.longest_matches("ᚠᚢᚦ")]
+    assert (step.token_id, step.piece, step.start, step.word) == (-1, "[UNK]", 0, "▁ᚠᚢᚦ")
+    assert tok.longest_matches("") == []
