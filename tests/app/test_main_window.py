@@ -36,6 +36,19 @@ def _tokenize_view(win: MainWindow):
     return win.view("Tokenize")
 
 
+def _open_and_type(qtbot, win: MainWindow, parts: tuple[str, ...], text: str):
+    """(the path, the Tokenize view) once the shared data file `parts` is open and `text` shown."""
+    from tests.conftest import data_file
+
+    path = data_file(*parts)
+    win.open_path(path)
+    qtbot.waitUntil(lambda: win.session.path == str(path) and not win.loading, timeout=30_000)
+    view = _tokenize_view(win)
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    return path, view
+
+
 def _wait_tokens(qtbot, view, text: str) -> None:
     """Wait until the view shows the segmentation of `text`."""
     qtbot.waitUntil(lambda: view.text == text and view.canvas.laid_out, timeout=30_000)
@@ -302,15 +315,8 @@ def test_a_unigram_token_shows_the_cuts_of_its_word(qtbot, window):
     search ranks them; a BPE model keeps its merge steps."""
     import sentencepiece as spm
 
-    from tests.conftest import data_file
-
-    path = data_file("sentencepiece", "botchan_en_unigram_1000.model")
-    window.open_path(path)
-    qtbot.waitUntil(lambda: window.session.path == str(path) and not window.loading, timeout=30_000)
-    view = _tokenize_view(window)
     text = "It is a restrictions-free eBook."
-    view.editor.setPlainText(text)
-    _wait_tokens(qtbot, view, text)
+    path, view = _open_and_type(qtbot, window, ("sentencepiece", "botchan_en_unigram_1000.model"), text)
     word = " restrictions-free"
     first = next(k for k, t in enumerate(view.tokens) if t.start == text.index(word))
     k = first + 1  # the word's second piece
@@ -347,15 +353,8 @@ def test_a_wordpiece_token_shows_its_longest_matches(qtbot, window):
     """With a WordPiece GGUF the panel lists each piece greedy longest-match took in the
     selected token's word (a token whose span starts with the space before its word shows
     that word, not the one before)."""
-    from tests.conftest import data_file
-
-    path = data_file("gguf-vocab", "ggml-vocab-bert-bge.gguf")
-    window.open_path(path)
-    qtbot.waitUntil(lambda: window.session.path == str(path) and not window.loading, timeout=30_000)
-    view = _tokenize_view(window)
     text = "Unaffable tokenization, naive"
-    view.editor.setPlainText(text)
-    _wait_tokens(qtbot, view, text)
+    _, view = _open_and_type(qtbot, window, ("gguf-vocab", "ggml-vocab-bert-bge.gguf"), text)
     tok = window.session.tokenizer
     k = next(k for k, t in enumerate(view.tokens) if t.piece == "▁token")
     assert text[view.tokens[k].start] == " "  # the span holds the space before the word
