@@ -38,8 +38,6 @@ RESYNC_CONFIRM = 8
 _REPLACEMENT = "\ufffd".encode()
 #: token byte length per id, per tokenizer (built as ids turn up, for vectorized spans)
 _BYTE_LENGTHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-#: per tokenizer, id -> len(token_bytes(id)) for `byte_count`
-_BYTE_COUNTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def align_tokens(tokenizer: "Tokenizer", text: str, ids: Sequence[int]) -> list[Token]:
@@ -94,16 +92,14 @@ def _int_array(column) -> array:
 
 
 def byte_count(tokenizer: "Tokenizer", ids: Iterable[int]) -> int:
-    """sum(len(token_bytes(id))) over a few ids (an edit's), in Python from a per-tokenizer
-    dict: `token_lengths`'s numpy calls cost more than the lookups for a handful of ids."""
-    known = _BYTE_COUNTS.get(tokenizer)
-    if known is None:
-        known = _BYTE_COUNTS[tokenizer] = {}
+    """sum(len(token_bytes(id))) over a few ids (an edit's), in Python from `token_lengths`'
+    table: its numpy calls cost more than the lookups for a handful of ids."""
+    table = memoryview(_length_table(tokenizer))
     total = 0
     for i in ids:
-        n = known.get(i)
-        if n is None:
-            n = known[i] = len(tokenizer.token_bytes(i))
+        n = table[i]
+        if n < 0:
+            n = table[i] = len(tokenizer.token_bytes(i))
         total += n
     return total
 
@@ -113,10 +109,7 @@ def token_lengths(tokenizer: "Tokenizer", tok):
     as ids turn up (all 128k of a GGUF vocabulary at once would take ~0.4 s)."""
     import numpy as np
 
-    table = _BYTE_LENGTHS.get(tokenizer)
-    if table is None or len(table) != tokenizer.vocab_size:
-        table = np.full(tokenizer.vocab_size, -1, dtype=np.int64)  # -1: not looked up yet
-        _BYTE_LENGTHS[tokenizer] = table
+    table = _length_table(tokenizer)
     lengths = table[tok]                                   # (n_tokens,)
     unknown = lengths < 0
     if unknown.any():
@@ -125,6 +118,17 @@ def token_lengths(tokenizer: "Tokenizer", tok):
         table[new] = np.fromiter(lengths_of_new, dtype=np.int64, count=len(new))
         lengths = table[tok]
     return lengths
+
+
+def _length_table(tokenizer: "Tokenizer"):
+    """The tokenizer's (vocab_size,) int64 table of token byte lengths, -1 where not looked up yet."""
+    import numpy as np
+
+    table = _BYTE_LENGTHS.get(tokenizer)
+    if table is None or len(table) != tokenizer.vocab_size:
+        table = np.full(tokenizer.vocab_size, -1, dtype=np.int64)
+        _BYTE_LENGTHS[tokenizer] = table
+    return table
 
 
 def _spans(text: str, data: bytes, starts: list[int], ends: list[int]) -> list[tuple[int, int, bool]]:
