@@ -227,12 +227,12 @@ def _match_rows(steps: list) -> list[tuple[str, str, tuple[str, ...], int]]:
     for k, step in enumerate(steps, 1):
         if step.word != word or step.start == 0:
             word, taken = step.word, []
-        data = step.word.encode("utf-8", "surrogateescape")
+        data = step.word.encode("utf-8", "surrogatepass")
         if step.token_id < 0:
-            rows.append((str(k), f"none at byte {step.start}: {step.piece}", (step.piece,), 0))
+            rows.append((str(k), f"none at byte {step.start}: the word is {step.piece}", (step.piece,), 0))
             continue
         taken.append(step.piece)
-        rest = data[step.end:].decode("utf-8", "surrogateescape")
+        rest = data[step.end:].decode("utf-8", "surrogatepass")
         rows.append((str(k), step.piece, tuple(taken) + ((rest,) if rest else ()), len(taken) - 1))
     return rows
 
@@ -792,23 +792,25 @@ class TokenizeView(QWidget):
             return
         span = self._pretoken_of(tok)
         word = self.text[span[0]:span[1]] if span else ""
+        # the whitespace-delimited word: what a unigram model cuts (its pieces never cross a
+        # space) and WordPiece matches, and what is traced when the pre-token is too long
+        around = _word_around(self.text, tok.start, tok.end)
+        own = self.text[around]
         narrowed = len(word) > MAX_TRACE_CHARS
         if narrowed:  # no pre-tokenizer (SentencePiece): trace the word around the token
-            word = self.text[_word_around(self.text, tok.start, tok.end)]
+            word = own
         try:
             steps = tokenizer.merge_steps(word) if word else []
-            # a unigram model cuts words (its pieces never cross a space): the token's word
-            around = _word_around(self.text, tok.start, tok.end)
-            cuts = [] if steps else tokenizer.segmentations(self.text[around], CUTS_SHOWN)
-            matches = [] if steps or cuts else tokenizer.longest_matches(self.text[around])
+            cuts = [] if steps else tokenizer.segmentations(own, CUTS_SHOWN)
+            matches = [] if steps or cuts else tokenizer.longest_matches(own)
         except Exception as e:  # noqa: BLE001 - show the problem, keep the view alive
             self._set_merges([], f"merge steps failed: {_esc(str(e))}")
             return
         if cuts:
-            self._show_cuts(cuts, self.text[around], self._piece_in_cut(cuts[0].ids, around.start))
+            self._show_cuts(cuts, own, self._piece_in_cut(cuts[0].ids, around.start))
             return
         if matches:
-            self._show_matches(matches, self.text[around])
+            self._show_matches(matches, own)
             return
         shown = _show_ws(word)
         what = "word" if narrowed else "pre-token"
@@ -836,8 +838,12 @@ class TokenizeView(QWidget):
     def _show_matches(self, steps: list, word: str) -> None:
         """A WordPiece token's word: each piece greedy longest-match took."""
         tokenizer = self.session.tokenizer
-        note = (f"word <code>{_show_ws(word)}</code>: {len(steps)} piece{'s' * (len(steps) != 1)}, each the "
-                f"longest the vocabulary has at the start of what is left ({_esc(tokenizer.kind)})")
+        taken = sum(step.token_id >= 0 for step in steps)
+        parts = [f"{taken} piece{'s' * (taken != 1)}, each the longest the vocabulary has at the start of "
+                 f"what is left"] if taken else []
+        parts += [f"no piece starts at byte {step.start} of {_show_ws(step.word)}: that word is {_esc(step.piece)}"
+                  for step in steps if step.token_id < 0]
+        note = f"word <code>{_show_ws(word)}</code>: {'; '.join(parts)} ({_esc(tokenizer.kind)})"
         self.merge_model.set_matches(steps, tokenizer)
         self._show_merge_table(note, "Longest matches")
 

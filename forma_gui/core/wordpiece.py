@@ -351,8 +351,8 @@ class WordPieceTokenizer(LlamaTokenizer):
         steps: list[MatchStep] = []
         for text, _ in preprocess(word, lowercase=flags.get("lowercase", True),
                                   strip_accents=flags.get("strip_accents", True)):
-            data = (SPACE + text).encode("utf-8", "surrogatepass")
-            shown = data.decode("utf-8", "surrogateescape")
+            shown = SPACE + text
+            data = shown.encode("utf-8", "surrogatepass")
             byte_spans, stuck = self._greedy(data)
             steps += [MatchStep(shown, self.vocab.tokens[t], t, a, b) for t, a, b in byte_spans]
             if stuck is not None:
