@@ -300,3 +300,24 @@ def test_a_vocabulary_only_gguf_shows_the_demo_and_says_why(qtbot):
     assert "pick one" not in view.header.text()
     session.set_weights(None)
     weights.close()
+
+
+def test_the_side_panel_scrolls_rather_than_cutting_the_note_off(qtbot, view):
+    """In a short window the info box's wrapped note keeps its lines: the panel scrolls."""
+    from PySide6.QtWidgets import QScrollArea
+
+    select(qtbot, view, Q4_1_TENSOR)
+    view.resize(1100, 560)
+    view.show()
+    qtbot.waitExposed(view)
+    QApplication.processEvents()
+    note = view.moved
+    assert note.isVisible() and note.text()
+    assert note.height() >= note.heightForWidth(note.width())
+    panel = view.findChild(QScrollArea, "layoutSidePanel")
+    bar = panel.verticalScrollBar()
+    assert bar.maximum() > 0  # the panel is taller than the pane: it scrolls
+    panel.ensureWidgetVisible(note)
+    QApplication.processEvents()
+    top = note.mapTo(panel.viewport(), note.rect().topLeft()).y()
+    assert 0 <= top and top + note.height() <= panel.viewport().height()
