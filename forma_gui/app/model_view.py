@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QGroupBox, QHBoxLayout,
                                QHeaderView, QLabel, QLineEdit, QSplitter, QStackedWidget,
                                QVBoxLayout, QWidget)
 
+from forma_gui.app.item_models import Headed
 from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import CopyableRowTable, CopyableTableView, CopyableTreeView, fmt_bytes
 from forma_gui.formats.lazy_strings import LazyStrings
@@ -126,10 +127,11 @@ class _Node:
         return new
 
 
-class MetadataModel(QAbstractItemModel):
+class MetadataModel(Headed, QAbstractItemModel):
     """Metadata keys grouped by their first dotted component; arrays expand lazily."""
 
     HEADERS = ("Key", "Type", "Value")
+    TREE = True
 
     def __init__(self, metadata: dict[str, Any] | None = None,
                  types: dict[str, str] | None = None, parent=None) -> None:
@@ -180,9 +182,6 @@ class MetadataModel(QAbstractItemModel):
             return 0
         return len(self.node(parent).children)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
-        return len(self.HEADERS)
-
     def hasChildren(self, parent: QModelIndex = QModelIndex()) -> bool:  # noqa: N802
         if parent.isValid() and parent.column() != 0:
             return False          # children hang off the first column only
@@ -228,11 +227,6 @@ class MetadataModel(QAbstractItemModel):
             return node.value                                        # a group row
         return summarize(node.value) if node.value is not None else ""
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.HEADERS[section]
-        return None
 
 
 # ------------------------------------------------------------------ tensor table
@@ -256,8 +250,10 @@ TENSOR_HEADERS = ("Name", "Shape", "Type", "Elements", "Bytes", "Bits/weight", "
 _RIGHT = {3, 4, 5, 6}
 
 
-class TensorTableModel(QAbstractTableModel):
+class TensorTableModel(Headed, QAbstractTableModel):
     """One row per TensorInfo; cells are formatted when asked for, never stored."""
+
+    HEADERS = TENSOR_HEADERS
 
     def __init__(self, tensors: list | None = None, parent=None) -> None:
         super().__init__(parent)
@@ -271,20 +267,12 @@ class TensorTableModel(QAbstractTableModel):
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.tensors)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
-        return len(TENSOR_HEADERS)
-
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         t = self.tensors[index.row()]
         return _cell(t, index.column(), role)
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return TENSOR_HEADERS[section]
-        return None
 
     def row_of(self, name: str) -> int:
         return next((i for i, t in enumerate(self.tensors) if t.name == name), -1)
@@ -345,8 +333,10 @@ class TensorTable(CopyableRowTable):
         return [display for display, _ in _tensor_columns(t)], None, None
 
 
-class TensorTreeModel(QAbstractItemModel):
+class TensorTreeModel(Headed, QAbstractItemModel):
     """The tensors grouped by `blk.N` (two levels: group rows, then tensor rows)."""
+
+    HEADERS, TREE = TENSOR_HEADERS, True
 
     def __init__(self, tensors: list | None = None, parent=None) -> None:
         super().__init__(parent)
@@ -384,9 +374,6 @@ class TensorTreeModel(QAbstractItemModel):
             return len(self.groups[parent.row()][1])
         return 0
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
-        return len(TENSOR_HEADERS)
-
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
@@ -415,11 +402,6 @@ class TensorTreeModel(QAbstractItemModel):
             return font
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return TENSOR_HEADERS[section]
-        return None
 
 
 class TensorFilter(QSortFilterProxyModel):
@@ -444,7 +426,7 @@ class TensorFilter(QSortFilterProxyModel):
 
 # ------------------------------------------------------------------ totals by type
 
-class TotalsModel(QAbstractTableModel):
+class TotalsModel(Headed, QAbstractTableModel):
     """Tensors, elements and bytes per storage type, with the share of the file."""
 
     HEADERS = ("Type", "Tensors", "Elements", "Bytes", "Share")
@@ -469,9 +451,6 @@ class TotalsModel(QAbstractTableModel):
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.rows) + (1 if self.rows else 0)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
-        return len(self.HEADERS)
-
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
@@ -494,11 +473,6 @@ class TotalsModel(QAbstractTableModel):
             return f"{row[3]:,} bytes"
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.HEADERS[section]
-        return None
 
 
 # ------------------------------------------------------------------ memory planner
@@ -522,7 +496,7 @@ def parse_budget(text: str) -> int:
     return int(float(m.group(1)) * SIZE_UNITS[unit])
 
 
-class PlanPartsModel(QAbstractTableModel):
+class PlanPartsModel(Headed, QAbstractTableModel):
     """The planner's bytes per part (one row per tensor), read from a `memory.MemoryPlan`."""
 
     HEADERS = ("Tensor", "Parameters", "Type", "Bytes")
@@ -539,9 +513,6 @@ class PlanPartsModel(QAbstractTableModel):
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.parts)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
-        return len(self.HEADERS)
-
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
@@ -552,11 +523,6 @@ class PlanPartsModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.HEADERS[section]
-        return None
 
 
 class PlannerPanel(QGroupBox):

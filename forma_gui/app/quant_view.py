@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, Q
                                QPushButton, QScrollArea, QSpinBox, QSplitter, QTabWidget,
                                QVBoxLayout, QWidget)
 
+from forma_gui.app.item_models import Headed
 from forma_gui.app.state import Session
 from forma_gui.app.tensor_support import (CatchesUpWhenShown, CopyableTableView, EnvelopeCurve,
                                           JobProgress, TensorPicker,
@@ -418,7 +419,7 @@ class NibbleGrid(QWidget):
                            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom, note)
 
 
-class BlockValuesModel(QAbstractTableModel):
+class BlockValuesModel(Headed, QAbstractTableModel):
     """One row per element of a block: index in the tensor, q, the formula with numbers, value."""
 
     HEADERS = ("element", "tensor index", "q", "formula", "value")
@@ -434,9 +435,6 @@ class BlockValuesModel(QAbstractTableModel):
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() or self.info is None else self.info.values.size
-
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
-        return len(self.HEADERS)
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or self.info is None:
@@ -462,11 +460,6 @@ class BlockValuesModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.HEADERS[section]
-        return None
 
 
 class BlockMicroscope(QWidget):
@@ -636,7 +629,7 @@ def requantize_rows(source: TensorSource, first_row: int, n_rows: int
     return (yield from scaled(requantize(np.ascontiguousarray(values[:, :cols]), label), 0.3, 0.7))
 
 
-class RequantModel(QAbstractTableModel):
+class RequantModel(Headed, QAbstractTableModel):
     HEADERS = ("format", "bits/weight", "RMSE", "max |error|", "RMSE / RMS")
 
     def __init__(self, parent=None) -> None:
@@ -650,9 +643,6 @@ class RequantModel(QAbstractTableModel):
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
         return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802
-        return len(self.HEADERS)
 
     def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
@@ -672,11 +662,6 @@ class RequantModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.HEADERS[section]
-        return None
 
 
 class RequantizePanel(QWidget):

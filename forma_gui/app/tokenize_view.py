@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel,
                                QTableView, QTextEdit, QVBoxLayout, QWidget)
 
 from forma_gui.app import configure_pyqtgraph
+from forma_gui.app.item_models import Headed
 from forma_gui.app.palette import hue_index, token_color
 from forma_gui.app.text_mirror import TextMirror
 from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
@@ -78,7 +79,7 @@ def _mono_font() -> QFont:
     return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
 
 
-class TokenTableModel(QAbstractTableModel):
+class TokenTableModel(Headed, QAbstractTableModel):
     """index, id, piece, bytes, span of each token; cells computed on demand."""
 
     HEADERS = ("#", "id", "piece", "bytes", "span")
@@ -95,14 +96,6 @@ class TokenTableModel(QAbstractTableModel):
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt override
         return 0 if parent.isValid() else len(self.tokens)
-
-    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802 - Qt override
-        return 0 if parent.isValid() else len(self.HEADERS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if orientation == Qt.Orientation.Horizontal and role == DISPLAY:
-            return self.HEADERS[section]
-        return None
 
     def data(self, index, role=DISPLAY):
         col = index.column()
