@@ -32,14 +32,12 @@ deleted meanwhile (a closed view) is skipped.
 """
 from __future__ import annotations
 
-import gc
 import inspect
 import logging
 import sys
 import threading
 import traceback
 from collections import deque
-from contextlib import contextmanager
 from typing import Any, Callable
 
 import shiboken6
@@ -47,6 +45,7 @@ from PySide6.QtCore import (QAbstractEventDispatcher, QCoreApplication, QObject,
                             QThreadPool, Qt, Signal, Slot)
 
 from forma_gui.core import slices
+from forma_gui.core.gc_pause import gc_paused  # noqa: F401 - re-exported for the views
 
 log = logging.getLogger(__name__)
 
@@ -368,39 +367,3 @@ class LatestRunner(QObject):
         self.busy_changed.emit(False)
 
 
-_gc_lock = threading.Lock()
-_gc_state = {"pauses": 0, "was_enabled": True}
-
-
-@contextmanager
-def gc_paused():
-    """Suspend the cyclic GC (process-wide) for the duration; nestable, thread-safe.
-
-    Building a few million objects makes the collector run full passes over all of them,
-    each one holding the GIL for 100+ ms: the window freezes although the work is in a
-    worker. Reference counting still frees everything that has no cycles meanwhile.
-
-    At the end, what was allocated meanwhile is moved to the oldest generation (freeze then
-    unfreeze: two list splices) instead of staying young, where the first collection after
-    the pause would scan all of it in one go (~100 ms after a 10 MB encode); the next full
-    collection, which runs anyway, takes it along. When something was frozen before (a host
-    that embeds the app, the test run), unfreezing would hand all of that back to the
-    collector too (600k objects of collected test modules: 250-300 ms per full collection),
-    so what was allocated meanwhile is frozen with it instead.
-    """
-    with _gc_lock:
-        if _gc_state["pauses"] == 0:
-            _gc_state["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _gc_state["pauses"] += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_state["pauses"] -= 1
-            if _gc_state["pauses"] == 0 and _gc_state["was_enabled"]:
-                frozen_before = gc.get_freeze_count()
-                gc.freeze()
-                if not frozen_before:
-                    gc.unfreeze()
-                gc.enable()

@@ -46,10 +46,8 @@ files) become `unk_id` if one is given and are dropped otherwise, as HF tokenize
 """
 from __future__ import annotations
 
-import gc
 import unicodedata
 from array import array
-from contextlib import contextmanager
 from itertools import compress, count, repeat
 from operator import is_, is_not, itemgetter, lshift, methodcaller, not_, or_
 from typing import Any, Iterable, Mapping, Sequence
@@ -66,6 +64,7 @@ from forma_gui.core.byte_map import (
     unicode_str_to_bytes,
 )
 # a 262k vocabulary loads in slices: one C-level pass over it held the GIL for ~100 ms
+from forma_gui.core.gc_pause import gc_paused
 from forma_gui.core.slices import (SLICE, pause, release, sliced_all, sliced_array, sliced_dict,
                                    sliced_join, sliced_map, sliced_set)
 from forma_gui.core.tokenizer import AddedToken, MergeStep, Tokenizer, check_id
@@ -398,7 +397,9 @@ class ByteLevelBPETokenizer(Tokenizer):
             return unpack_ids(b"".join(map(cache.__getitem__, pieces)))
         except KeyError:
             pass
-        with _gc_paused():
+        # a cold batch allocates a few hundred thousand tuples of ints, none in a cycle: each
+        # 700 allocations would start a young collection (10-15% of a cold 2 MB encode)
+        with gc_paused(settle=False):  # (batches come often: see gc_pause)
             self._encode_batch(list(set(pieces).difference(cache)))
         try:
             return unpack_ids(b"".join(map(cache.__getitem__, pieces)))
@@ -415,7 +416,7 @@ class ByteLevelBPETokenizer(Tokenizer):
         missing = set(chunks).difference(cache) if cache else set(chunks)
         if len(cache) + len(missing) > CACHE_LIMIT:
             cache.clear()
-        with _gc_paused():
+        with gc_paused(settle=False):  # (batches come often: see gc_pause)
             if len(missing) < BATCH:
                 cache.update(zip(missing, map(self._packed_chunk, missing)))
             else:
@@ -1171,23 +1172,6 @@ def pack_ids(ids: Iterable[int]) -> bytes:
 def unpack_ids(data: bytes) -> list[int]:
     """The ids of `pack_ids` output (or of several joined)."""
     return memoryview(data).cast(ID_CODE).tolist()
-
-
-@contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector while a batch fills the caches.
-
-    A cold batch allocates a few hundred thousand tuples of ints, none of them in a cycle;
-    each 700 allocations start a collection that walks the young objects (10-15% of a cold
-    2 MB encode). Resumed afterwards only if it was on.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _in_bitset(bits, codes):

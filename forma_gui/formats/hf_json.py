@@ -13,10 +13,7 @@ Lowercase/Replace normalizers, BPE without ByteLevel) is a FormatError that name
 """
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ import regex
 
 from forma_gui.core import patterns as pats
 from forma_gui.core.bytelevel import NORMALIZERS, ByteLevelBPETokenizer, MergeError
+from forma_gui.core.gc_pause import gc_paused
 from forma_gui.core.tokenizer import AddedToken
 from forma_gui.errors import FormatError
 from forma_gui.formats.file_bytes import read_bytes
@@ -33,25 +31,10 @@ from forma_gui.formats.limits import check_id_space
 
 def load_hf_tokenizer(path: str | os.PathLike, *, pattern: str | None = None) -> ByteLevelBPETokenizer:
     """Load a tokenizer.json; `pattern` (name or regex) replaces the file's regex stages."""
-    with _gc_paused():
+    # Qwen3's merges alone are 151k JSON lists, none in a cycle: young collections would walk
+    # them again and again (~40 ms of a ~0.4 s load)
+    with gc_paused():
         return _load(Path(path), pattern)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while the file is parsed and the tables built.
-
-    Qwen3's merges alone are 151k JSON lists, none in a cycle; each 700 allocations start a
-    collection that walks the young objects again (~40 ms of a ~0.4 s load). They are freed
-    by reference counting when the load returns. Resumed only if it was on.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def _load(path: Path, pattern: str | None) -> ByteLevelBPETokenizer:
