@@ -17,7 +17,6 @@ input in every case, and the function never raises on a mismatch.
 """
 from __future__ import annotations
 
-import gc
 import weakref
 from array import array
 from bisect import bisect_right
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
+from forma_gui.core.gc_pause import gc_paused
 from forma_gui.core.tokenizer import Token
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,13 +51,8 @@ def align_tokens(tokenizer: "Tokenizer", text: str, ids: Sequence[int]) -> list[
                list(map(tokenizer.special_ids.__contains__, ids)))
     # Hundreds of thousands of records for a large paste: pause the cyclic collector, which
     # would otherwise rescan them over and over while they are built (they hold no cycles).
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused(settle=False):
         return list(map(Token, *columns)) if ids else []
-    finally:
-        if paused:
-            gc.enable()
 
 
 class Columns(NamedTuple):
