@@ -197,6 +197,7 @@ import unicodedata
 import weakref
 from array import array
 from bisect import bisect_left, bisect_right
+from time import perf_counter
 from typing import TYPE_CHECKING, NamedTuple
 
 import regex
@@ -417,6 +418,9 @@ class IncrementalEncoder:
         self._undefined = getattr(tokenizer, "count_undefined", None)
         self._blocks = TextBlocks()
         self.full_encodes = 0
+        #: seconds spent carrying a unigram model's path scores on after edits (`_walk`), for
+        #: the bench's breakdown of an edit's cost
+        self.walk_seconds = 0.0
         self._stale = False  # the tokens are not the text's (an EditNotLocal was raised)
         self.ids = array("i")
         self.starts = array("i")
@@ -749,7 +753,11 @@ class IncrementalEncoder:
         if self._part_end is None or self._part_end[0] != q - r or not q_is_cut:
             return True  # the region's last piece ends at a special token or the text's end
         k = self.last_splice.first + self.last_splice.added
-        return self._walk(k, self._part_end[1], q, limit)
+        t0 = perf_counter()
+        try:
+            return self._walk(k, self._part_end[1], q, limit)
+        finally:
+            self.walk_seconds += perf_counter() - t0
 
     def _word_start(self, q: int) -> bool:
         """Whether a word's check starts at q (inner coordinates of the tokens), or no token

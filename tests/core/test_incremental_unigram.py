@@ -281,3 +281,35 @@ def test_few_bounds_round_down_as_numpy(bounds):
         up = narrow > wide
     narrow[up] = np.nextafter(narrow[up], np.float32(-np.inf))
     assert found.tobytes() == array("f", narrow.tobytes()).tobytes()
+
+
+def test_walk_seconds_counts_only_the_walk(variants, monkeypatch):
+    """`walk_seconds` (the bench's split of an edit's cost) grows by the time spent in `_walk`,
+    and only for edits that walk."""
+    from forma_gui.bench.incremental import edit_times
+
+    tok, _ = variants["botchan"]
+    enc = inc.IncrementalEncoder(tok, "It was a fine day. " * 300)
+    spent: list[float] = []
+    walk = inc.IncrementalEncoder._walk
+
+    def timed_walk(self, *args):
+        import time
+        t0 = time.perf_counter()
+        try:
+            return walk(self, *args)
+        finally:
+            spent.append(time.perf_counter() - t0)
+
+    monkeypatch.setattr(inc.IncrementalEncoder, "_walk", timed_walk)
+    walks: list[float] = []
+    times = edit_times(enc, 40, walks=walks)
+    assert len(walks) == len(times) == 40
+    assert all(0 <= w <= t for w, t in zip(walks, times))
+    assert sum(1 for w in walks if w) == len(spent) > 0  # the edits that walked, and only they
+    assert sum(walks) >= sum(spent)
+    bpe = load_sentencepiece(data_file("sentencepiece", "mistral_instruct_tokenizer_240323.model.v3"))
+    plain = inc.IncrementalEncoder(bpe, "It was a fine day. " * 30)  # a BPE .model: no scores
+    none: list[float] = []
+    edit_times(plain, 10, walks=none)
+    assert none == [0.0] * 10 and plain.walk_seconds == 0.0
