@@ -41,9 +41,10 @@ from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFI
                                         LlamaTokenizer, LlamaVocab, char_spans)
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, _alternation,
                                           _byte_class, backtrack, f32, merge_adjacent,
-                                          merge_by_score)
+                                          lattice_steps, merge_by_score)
 from forma_gui.core.slices import cut_slices, pause, sliced_dict, sliced_map
-from forma_gui.core.tokenizer import MergeStep
+from forma_gui.core.tokenizer import Alternative, MergeStep
+from forma_gui.core.unigram_paths import ranked_cuts
 
 
 def byte_token(vocab: LlamaVocab, byte: int) -> int | None:
@@ -435,6 +436,17 @@ class LlamaUGMTokenizer(LlamaTokenizer):
             return []
         ids = self._segments(normalized)[0]
         return ids[ids >= 0].tolist()
+
+    def segmentations(self, word: str, k: int = 5) -> list[Alternative]:
+        """The cut of `word` (normalized as the text would be) that encoding picks, then the
+        next best of its k best cuts (`unigram_paths`); scores are the vocabulary's, a
+        user-defined piece 0 and the unknown piece the lowest score minus UNK_PENALTY, as the
+        session's Viterbi adds them (in double)."""
+        normalized = self.normalize_columns(word.encode("utf-8", "surrogatepass"))[0]
+        tables = self.tables()
+        return ranked_cuts(normalized, lattice_steps(normalized, tables["prefixes"]), tables["scores"],
+                           self._unk_id(), tables["unk_score"], tables["unigram"].encode(normalized),
+                           self.piece, k)
 
     def _segments(self, normalized: bytes):
         """`_viterbi(normalized)` as (ids, starts, ends) int64 arrays, from the cached words."""

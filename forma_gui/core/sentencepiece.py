@@ -37,7 +37,7 @@ from typing import Callable, Hashable, Iterable, Iterator, Sequence
 from forma_gui.core.charsmap import CharsMap
 from forma_gui.core.slices import cut_slices, sliced_array
 from forma_gui.core.tokenizer import AddedToken, Alternative, MergeStep, Token, Tokenizer, check_id
-from forma_gui.core.unigram_paths import Segmentation, best_segmentations
+from forma_gui.core.unigram_paths import ranked_cuts
 
 SPACE = "\u2581"                     # ▁ LOWER ONE EIGHTH BLOCK, the whitespace meta symbol
 SPACE_BYTES = SPACE.encode("utf-8")  # b"\xe2\x96\x81"
@@ -1826,29 +1826,9 @@ class SentencePieceTokenizer(Tokenizer):
             return []
         normalized, _ = self.normalizer.normalize(word.encode("utf-8", "surrogatepass"))
         tables = self.tables()
-        scores, unk, unk_score = tables["lattice_scores"], self.model_unk, tables["unk_score"]
-        paths = best_segmentations(lattice_steps(normalized, tables["prefixes"]), len(normalized), scores,
-                                   unk, unk_score, k)
-        picked, end = [], 0
-        for piece_id, length in tables["unigram"].encode(normalized):  # the encoder's own choice
-            picked.append((piece_id, (end, end + length)))
-            end += length
-        chosen = Segmentation(tuple(i for i, _ in picked), tuple(span for _, span in picked),
-                              sum(unk_score if i == unk else scores[i] for i, _ in picked))
-        others = [p for p in paths if (p.ids, p.spans) != (chosen.ids, chosen.spans)][:k - 1]
-
-        def shown(path: Segmentation, is_chosen: bool) -> Alternative:
-            cut: list[list] = []  # [id, start, end]; a run of unknown pieces is one, as encoded
-            for i, (a, b) in zip(path.ids, path.spans):
-                if i == unk and cut and cut[-1][0] == unk:
-                    cut[-1][2] = b
-                else:
-                    cut.append([i, a, b])
-            pieces = tuple(normalized[a:b].decode("utf-8", "replace") if i == unk else self.pieces[i]
-                           for i, a, b in cut)
-            return Alternative(pieces, tuple(i for i, _, _ in cut), path.score, is_chosen)
-
-        return [shown(chosen, True)] + [shown(p, False) for p in others]
+        return ranked_cuts(normalized, lattice_steps(normalized, tables["prefixes"]), tables["lattice_scores"],
+                           self.model_unk, tables["unk_score"], tables["unigram"].encode(normalized),
+                           self.pieces.__getitem__, k)
 
     # ---- cuts, for core.incremental (edits re-encode the text between two of them) -------
     def edit_reason(self) -> str:

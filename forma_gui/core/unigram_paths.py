@@ -6,12 +6,14 @@ probabilities) sum highest. What explains its choice is the runner-up: the next-
 segmentations and how far behind they are. This keeps the k best partial paths at every
 byte offset of the lattice (`sentencepiece.lattice_steps`), so the k best whole paths come
 out exactly; scores are summed in float64 for display (the encoder's float32 arithmetic
-decides near-ties, and `SentencePieceTokenizer.segmentations` puts its choice first).
+decides near-ties, and `ranked_cuts` puts the encoder's own choice first).
 """
 from __future__ import annotations
 
 from heapq import nlargest
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
+
+from forma_gui.core.tokenizer import Alternative
 
 
 class Segmentation(NamedTuple):
@@ -76,3 +78,37 @@ def _backtrack(paths: dict, n: int, rank: int) -> Segmentation:
         spans.append((start, end))
         end, rank = start, before
     return Segmentation(tuple(reversed(ids)), tuple(reversed(spans)), score)
+
+
+def ranked_cuts(normalized: bytes, steps: Sequence[tuple[int, int, bool, list]], scores: Sequence[float],
+                unk_id: int, unk_score: float, picked: Sequence[tuple[int, int]],
+                piece: Callable[[int], str], k: int) -> list[Alternative]:
+    """What a unigram tokenizer's `segmentations` shows for a normalized word: the cut its
+    encoder `picked` ((id, byte length) pairs: the encoder's arithmetic decides near-ties),
+    then the next best of the k best (`best_segmentations` over the word's `steps`). A run of
+    unknown pieces is shown as one, as encoding reports it, with the text it covers; other
+    pieces as `piece` gives them."""
+    if k < 1 or not normalized:
+        return []
+    paths = best_segmentations(steps, len(normalized), scores, unk_id, unk_score, k)
+    ids, spans, end = [], [], 0
+    for piece_id, length in picked:
+        ids.append(piece_id)
+        spans.append((end, end + length))
+        end += length
+    chosen = Segmentation(tuple(ids), tuple(spans),
+                          sum(unk_score if i == unk_id else scores[i] for i in ids))
+    others = [p for p in paths if (p.ids, p.spans) != (chosen.ids, chosen.spans)][:k - 1]
+
+    def shown(path: Segmentation, is_chosen: bool) -> Alternative:
+        cut: list[list] = []  # [id, start, end]
+        for i, (a, b) in zip(path.ids, path.spans):
+            if i == unk_id and cut and cut[-1][0] == unk_id:
+                cut[-1][2] = b
+            else:
+                cut.append([i, a, b])
+        pieces = tuple(normalized[a:b].decode("utf-8", "replace") if i == unk_id else piece(i)
+                       for i, a, b in cut)
+        return Alternative(pieces, tuple(i for i, _, _ in cut), path.score, is_chosen)
+
+    return [shown(chosen, True)] + [shown(p, False) for p in others]

@@ -44,6 +44,22 @@ def test_the_k_best_are_sentencepieces_n_best(pair):
         assert scores_descend(ours), word
 
 
+def test_a_t5_gguf_cuts_as_sentencepiece_does(pair, tmp_path):
+    """llama.cpp's unigram (GGUF `t5`, double sums) over botchan's pieces and scores: the same
+    k best for the same words, its own encoding first."""
+    from forma_gui.formats.gguf_tokenizer import load_gguf_tokenizer
+    from tests.formats.test_gguf_tokenizer import _t5_from
+
+    _, sp = pair
+    t5 = load_gguf_tokenizer(_t5_from(data_file(*MODEL), tmp_path / "t5.gguf"))
+    for word in _words():
+        ours = t5.segmentations(word, 5)
+        assert [list(a.ids) for a in ours] == sp.nbest_encode(word, nbest_size=5), word
+        assert list(ours[0].ids) == t5.encode(word) and ours[0].chosen, word
+        assert scores_descend(ours), word
+    assert t5.segmentations("", 5) == [] and t5.segmentations("Hello", 0) == []
+
+
 def scores_descend(alternatives) -> bool:
     return all(a.score >= b.score - 1e-9 for a, b in zip(alternatives, alternatives[1:]))
 
