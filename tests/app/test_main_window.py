@@ -309,6 +309,31 @@ def test_safetensors_opens_weights_and_keeps_the_tokenizer(qtbot, window, tmp_pa
     assert "tensor" in window.kind_label.text()
 
 
+def test_a_t5_gguf_token_shows_the_cuts_of_its_word(qtbot, window, tmp_path):
+    """llama.cpp's unigram (GGUF t5, built from botchan's model): the same panel, the same
+    cuts as sentencepiece's n-best search over that model."""
+    import sentencepiece as spm
+
+    from tests.conftest import data_file
+    from tests.formats.test_gguf_tokenizer import _t5_from
+
+    model = data_file("sentencepiece", "botchan_en_unigram_1000.model")
+    path = _t5_from(model, tmp_path / "t5.gguf")
+    window.open_path(path)
+    qtbot.waitUntil(lambda: window.session.path == str(path) and not window.loading, timeout=30_000)
+    view = _tokenize_view(window)
+    text = "The restrictions of this eBook are few."
+    view.editor.setPlainText(text)
+    _wait_tokens(qtbot, view, text)
+    at = text.index("restrictions")  # (llama.cpp's spans leave the space before a word out)
+    first = next(k for k, t in enumerate(view.tokens) if t.start <= at < t.end)
+    view.select_index(first + 2)
+    model_rows = view.merge_model.rows
+    expected = spm.SentencePieceProcessor(model_file=str(model)).nbest_encode_as_pieces(" restrictions", nbest_size=6)
+    assert [row[2] for row in model_rows] == [tuple(p) for p in expected]
+    assert model_rows[0][0] == "chosen" and model_rows[0][2][model_rows[0][3]] == view.tokens[first + 2].piece
+
+
 def test_a_unigram_token_shows_the_cuts_of_its_word(qtbot, window):
     """With a unigram .model the merge panel lists the word's cuts: the one encoding picked,
     with the selected token's piece outlined, then the next best, as sentencepiece's n-best
