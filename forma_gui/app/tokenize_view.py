@@ -822,8 +822,8 @@ class TokenizeView(QWidget):
         the next best ones."""
         tokenizer = self.session.tokenizer
         others = len(cuts) - 1
-        note = (f"word <code>{_show_ws(word)}</code>: the best-scoring cut ({_esc(tokenizer.kind)})"
-                + (f" and the next {others}, by the sum of their pieces' scores" if others
+        note = (f"word <code>{_show_ws(word)}</code>: the cut {_esc(tokenizer.kind)} scores best"
+                + (f", then the next {others}, by the sum of their pieces' scores" if others
                    else ", the only one"))
         self.merge_model.set_segmentations(cuts, tokenizer, hot)
         self._show_merge_table(note, "Segmentations")
