@@ -34,7 +34,7 @@ from forma_gui.app import configure_pyqtgraph
 from forma_gui.app.item_models import Headed
 from forma_gui.app.palette import hue_index, token_color
 from forma_gui.app.text_mirror import TextMirror
-from forma_gui.app.token_canvas import CONTROL_PICTURES, TokenCanvas, hex_bytes
+from forma_gui.app.token_canvas import CONTROL_PICTURES, VISIBLE_WS, TokenCanvas, hex_bytes
 from forma_gui.app.token_store import TokenStore
 from forma_gui.core.slices import release
 from forma_gui.app.workers import LatestRunner, gc_paused, mark_gui_busy
@@ -793,9 +793,7 @@ class TokenizeView(QWidget):
         if narrowed:  # no pre-tokenizer (SentencePiece): trace the word around the token
             word = own
         try:
-            steps = tokenizer.merge_steps(word) if word else []
-            cuts = [] if steps else tokenizer.segmentations(own, CUTS_SHOWN)
-            matches = [] if steps or cuts else tokenizer.longest_matches(own)
+            steps, cuts, matches = _how_built(tokenizer, word, own)
         except Exception as e:  # noqa: BLE001 - show the problem, keep the view alive
             self._set_merges([], f"merge steps failed: {_esc(str(e))}")
             return
@@ -899,17 +897,15 @@ class TokenizeView(QWidget):
         self._show_details(tok, None)
         word = data.decode("utf-8", "replace")
         try:
-            steps = tokenizer.merge_steps(word) if word else []
-            cuts = [] if steps or not word else tokenizer.segmentations(word, CUTS_SHOWN)
-            matches = [] if steps or cuts or not word else tokenizer.longest_matches(word)
+            steps, cuts, matches = _how_built(tokenizer, word, word)
         except Exception:  # noqa: BLE001
             steps, cuts, matches = [], [], []
-        if matches:
-            self._show_matches(matches, word)
-            return
         if cuts:  # (whether encoding its text alone gives this piece, and what else is close)
             chosen = cuts[0].ids
             self._show_cuts(cuts, word, chosen.index(token_id) if token_id in chosen else -1)
+            return
+        if matches:
+            self._show_matches(matches, word)
             return
         self._set_merges(steps, f"how <code>{_esc(word)}</code> is built" if steps
                          else f"no merges ({_esc(tokenizer.kind)})")
@@ -995,13 +991,21 @@ def _esc(s: str) -> str:
 
 def _show_bytes(data: bytes) -> str:
     """A token's bytes as text, hex for any part that is not valid UTF-8."""
-    return data.decode("utf-8", "backslashreplace").translate(
-        {ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"})
+    return data.decode("utf-8", "backslashreplace").translate(VISIBLE_WS)
+
+
+def _how_built(tokenizer, pretoken: str, word: str) -> tuple[list, list, list]:
+    """What explains a token, as (merge steps of its pre-token, cuts of its word, longest
+    matches of its word): the first one the tokenizer's model has, the others empty."""
+    steps = tokenizer.merge_steps(pretoken) if pretoken else []
+    cuts = [] if steps or not word else tokenizer.segmentations(word, CUTS_SHOWN)
+    matches = [] if steps or cuts or not word else tokenizer.longest_matches(word)
+    return steps, cuts, matches
 
 
 def _show_ws(text: str) -> str:
     """Text for a note: escaped, its blanks made visible."""
-    return _esc(text.translate({ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"}))
+    return _esc(text.translate(VISIBLE_WS))
 
 
 def _word_around(text: str, start: int, end: int) -> slice:

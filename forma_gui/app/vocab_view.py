@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTabl
 
 from forma_gui.app.palette import hue_index, token_color
 from forma_gui.app.row_table import RowPaintedTable
-from forma_gui.app.token_canvas import CONTROL_PICTURES, hex_bytes
+from forma_gui.app.token_canvas import CONTROL_PICTURES, VISIBLE_WS, hex_bytes
 from forma_gui.app.workers import LatestRunner
 from forma_gui.core.slices import sliced_array, sliced_join, sliced_map
 
@@ -33,7 +33,7 @@ HANDLED = frozenset((DISPLAY, DECORATION, ALIGNMENT, FONT, TOOLTIP, USER))
 SEP = "\x00"              # joins pieces; never part of a query, so no match spans two pieces
 SEARCH_DEBOUNCE_MS = 120
 INDEX_DELAY_MS = 100      # the search index is built after the table's first paint
-VISIBLE = {ord(" "): "·", ord("\n"): "↵", ord("\t"): "⇥"} | CONTROL_PICTURES
+VISIBLE = VISIBLE_WS | CONTROL_PICTURES
 #: columns whose text is right-aligned (id, rank/score) and whose font follows the token type
 RIGHT_COLUMNS, TYPED_COLUMNS = (0, 4), (1, 2)
 
