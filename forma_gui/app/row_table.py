@@ -5,9 +5,9 @@ drawing for each: a screen of ~150-170 cells took 21-23 ms per scroll step here 
 vocabulary, the tensor table), more than a 60 Hz frame. `RowPaintedTable` asks a subclass
 for each visible row's texts (`row_texts`) and draws them: text at its baseline, measured
 only when it may not fit or is right-aligned. It keeps what QTableView shows: alternating
-rows, the selection, an optional colour swatch in the first column, a font per row kind in
-some columns, right-aligned columns, elision, the grid and the style's focus frame. Rows are
-all one height. The model's roles stay for tooltips, tests and anything else that asks.
+rows, the selection, an optional colour swatch in one column, a font per row kind in some
+columns or per column in others, right-aligned columns, elision, the grid and the style's
+focus frame. Rows are all one height. The model's roles stay for tooltips, tests and anything else that asks.
 Each repaint holds workers back (`workers.mark_gui_busy`, as `PaintMarksBusy` does).
 """
 from __future__ import annotations
@@ -28,15 +28,22 @@ class RowPaintedTable(QTableView):
     #: columns whose text is right-aligned, and whose font follows the row's kind
     right_columns: frozenset[int] = frozenset()
     typed_columns: frozenset[int] = frozenset()
+    #: the column a row's swatch is drawn in, at the left of its text
+    swatch_column: int = 0
 
     def row_texts(self, row: int) -> tuple[list[str], QColor | None, str | None]:
-        """(every column's text, the first column's swatch colour or None, the row's kind
-        for `type_fonts` or None) of a row of the view's model, as painted."""
+        """(every column's text, the swatch colour or None, the row's kind for `type_fonts`
+        or None) of a row of the view's model, as painted."""
         model = self.model()
         return [str(model.index(row, col).data() or "") for col in range(model.columnCount())], None, None
 
     def type_fonts(self) -> dict[str, QFont]:
         """{row kind: font} for the typed columns (resolved against the view's font)."""
+        return {}
+
+    def column_fonts(self) -> dict[int, QFont]:
+        """{column: font} for columns (not typed ones) set in their own font on every row
+        (resolved against the view's font)."""
         return {}
 
     def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
@@ -68,7 +75,8 @@ class RowPaintedTable(QTableView):
         plain = _Font(self.font())
         # (a font role resolves against the view's font, as Qt's delegate resolves it)
         fonts = {None: plain, **{kind: _Font(font.resolve(self.font())) for kind, font in self.type_fonts().items()}}
-        typed, right_aligned = self.typed_columns, self.right_columns
+        by_column = {col: _Font(font.resolve(self.font())) for col, font in self.column_fonts().items()}
+        typed, right_aligned, swatched = self.typed_columns, self.right_columns, self.swatch_column
         p.setFont(plain.font)
         for row in range(first, last + 1):
             cells, swatch, kind = self.row_texts(row)
@@ -81,10 +89,10 @@ class RowPaintedTable(QTableView):
                 p.setPen(text)
             for col, x, width in cols:
                 left = x + PAD
-                if col == 0 and swatch is not None:
+                if col == swatched and swatch is not None:
                     p.fillRect(x + 3, y + (height - SWATCH_H) // 2, SWATCH_W, SWATCH_H, swatch)
                     left += SWATCH_W + 2
-                font = fonts.get(kind, plain) if col in typed else plain
+                font = fonts.get(kind, plain) if col in typed else by_column.get(col, plain)
                 if font is not plain:
                     p.setFont(font.font)
                 shown, advance = font.fit(cells[col], x + width - PAD - left, col in right_aligned)

@@ -14,16 +14,20 @@ from forma_gui.app.row_table import PAD, RowPaintedTable, _Font
 from forma_gui.app.state import Session
 from tests.app._smol import smol_path as _smol_path
 
+def _shown(qtbot, view, width: int, height: int):
+    qtbot.addWidget(view)
+    view.resize(width, height)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
 @pytest.fixture
 def tensors(qtbot):
     """The Tensors view on SmolLM2, sorted by bytes (largest first) and filtered to ffn."""
     session = Session()
     session.set_weights(forma_gui.open_weights(_smol_path()))
-    view = ModelView(session)
-    qtbot.addWidget(view)
-    view.resize(1300, 700)
-    view.show()
-    qtbot.waitExposed(view)
+    view = _shown(qtbot, ModelView(session), 1300, 700)
     table = view.tensorTable
     assert isinstance(table, TensorTable)
     table.setColumnWidth(0, 220)
@@ -111,3 +115,45 @@ def test_cell_text_is_elided_only_when_it_does_not_fit(qtbot):
     shown, advance = font.fit(text, full // 2, False)
     assert shown.endswith("…") and 0 < advance <= full // 2
     assert font.fit("12345", 200, True)[1] == font.metrics.horizontalAdvance("12345")
+
+
+def test_the_token_table_paints_each_token_in_its_row(qtbot):
+    """The Tokenize view's table (TokenTable): each row's texts are what its model displays
+    (the same row, every column), the swatch in the id column has the token's colour, the
+    selected row the highlight, odd rows the alternate base, and the columns the model aligns
+    right are the ones painted right-aligned; the bytes column has the model's monospace font."""
+    from forma_gui.app.palette import hue_index, token_color
+    from forma_gui._resources import default_tokenizer_path
+    from forma_gui.app.tokenize_view import TokenizeView, TokenTable
+
+    session = Session()
+    session.set_tokenizer(forma_gui.load_tokenizer(default_tokenizer_path()))
+    view = _shown(qtbot, TokenizeView(session), 1200, 800)
+    text = "Tokenizers don't see words: they see pieces. Привет, мир! 東京 3€\n" * 4
+    view.editor.setPlainText(text)
+    qtbot.waitUntil(lambda: view.text == text and len(view.tokens) > 40, timeout=20_000)
+    table, model = view.table, view.table.model()
+    assert isinstance(table, TokenTable)
+    right = {col for col in range(model.columnCount())
+             if (model.index(0, col).data(Qt.ItemDataRole.TextAlignmentRole) or 0) & Qt.AlignmentFlag.AlignRight}
+    assert right == table.right_columns == {0, 1}
+    assert table.column_fonts()[3] == model.index(0, 3).data(Qt.ItemDataRole.FontRole)
+    table.setMinimumHeight(300)
+    table.scrollTo(model.index(20, 0), table.ScrollHint.PositionAtTop)
+    view.select_index(23)
+    table.viewport().repaint()
+    image = table.viewport().grab().toImage()
+    palette = table.palette()
+    first = table.rowAt(0)
+    rows = range(first, first + 8)
+    assert first == 20 and table.rowAt(table.viewport().height() - 1) >= rows[-1]
+    for row in rows:
+        texts, swatch, kind = table.row_texts(row)
+        assert texts == [model.index(row, col).data() for col in range(model.columnCount())]
+        assert kind is None
+        cell = table.visualRect(model.index(row, 1))
+        token_id = view.tokens.ids[row]
+        assert image.pixelColor(cell.left() + 3 + 8, cell.center().y()).rgb() == token_color(hue_index(token_id)).rgb()
+        span = table.visualRect(model.index(row, 4))  # short text: room on its right
+        expected = palette.highlight() if row == 23 else palette.alternateBase() if row % 2 else palette.base()
+        assert image.pixelColor(span.right() - 6, span.center().y()).rgb() == expected.color().rgb(), row
