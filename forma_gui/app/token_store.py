@@ -11,15 +11,12 @@ from __future__ import annotations
 from array import array
 from typing import Iterator, Sequence
 
-from forma_gui.core.slices import pause
+from forma_gui.core.slices import sliced_copy
 from forma_gui.core.tokenizer import Token
 
 PARTIAL = 1
 SPECIAL = 2
 SLICE = 1 << 16  # tokens packed per step
-#: items per copy step of a column (a 10 MB paste has 2.5M tokens: four whole-column copies
-#: in one go held a worker's GIL ~50 ms, freshly mapped memory included)
-COPY_SLICE = 1 << 18
 
 
 class TokenStore(Sequence):
@@ -54,7 +51,7 @@ class TokenStore(Sequence):
         spelled as the vocabulary spells it; copy=False takes columns no one else holds."""
         store = cls(tokenizer)
         if copy:
-            ids, starts, ends, flags = _copy(ids), _copy(starts), _copy(ends), _copy(flags)
+            ids, starts, ends, flags = (sliced_copy(c) for c in (ids, starts, ends, flags))
         store.ids, store.starts, store.ends, store.flags = ids, starts, ends, flags
         store.nbytes = nbytes
         return store
@@ -102,13 +99,3 @@ class TokenStore(Sequence):
             return self.ids.index(token_id, start)
         except ValueError:
             return None
-
-
-def _copy(column):
-    """A copy of an array column (or a bytearray of any bytes-like one), a slice per step: the
-    GUI thread may run between two."""
-    out = column[:0] if isinstance(column, array) else bytearray()
-    for lo in range(0, len(column), COPY_SLICE):
-        pause()
-        out += column[lo:lo + COPY_SLICE]
-    return out

@@ -40,6 +40,7 @@ import regex
 
 from forma_gui.core.incremental import (CUT, IncrementalEncoder, _count_barriers, _identity_spans,
                                        supports_edits)
+from forma_gui.core.slices import sliced_concat
 from forma_gui.core.special import split_added
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -115,6 +116,7 @@ class _Slicer:
         self.offset = int(bool(getattr(tokenizer, "add_prefix_space", False)) and not text.startswith(" "))
         self.special_ids = frozenset(tokenizer.special_ids)
         self.columns = Columns(array("i"), array("i"), array("i"), bytearray())
+        self._parts: tuple[list, ...] = ([], [], [], [])  # each column's slices, joined at the end
         self.nbytes = 0
         self.matches: list[tuple[int, int]] = []
         self.added = tokenizer.matched_added(special)
@@ -130,6 +132,8 @@ class _Slicer:
                 self._append(region, end, ids)
                 region, ids = end, []
                 yield end, total
+        # (joined once, not grown slice by slice: see sliced_concat)
+        self.columns = Columns(*(sliced_concat(parts, empty) for parts, empty in zip(self._parts, self.columns)))
 
     def _pieces(self) -> Iterator[tuple[int, list[int]]]:
         """(end, ids) of consecutive pieces of the text: slices of ordinary text, added tokens."""
@@ -206,11 +210,8 @@ class _Slicer:
             raise NotSliceable()  # a byte without a token: only the whole-text alignment is exact
         packed = array("i", ids)
         starts, ends, flags = _identity_spans(self.tokenizer, data, packed, offset, self.special_ids)
-        ids_col, starts_col, ends_col, flags_col = self.columns
-        ids_col.extend(packed)
-        starts_col.extend(_shifted(starts, a))
-        ends_col.extend(_shifted(ends, a))
-        flags_col.extend(flags)
+        for parts, part in zip(self._parts, (packed, _shifted(starts, a), _shifted(ends, a), flags)):
+            parts.append(part)
         self.nbytes += len(data)
 
 

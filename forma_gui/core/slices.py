@@ -16,11 +16,15 @@ to hold a worker back while the GUI thread is handling events.
 'a-b-c'
 >>> sliced_array(map(len, ["ab", "", "c"]), "int64").tolist()
 [2, 0, 1]
+>>> from array import array
+>>> sliced_concat([array("i", [1, 2]), array("i"), array("i", [3])], array("i")).tolist()
+[1, 2, 3]
 """
 from __future__ import annotations
 
+from array import array
 from itertools import islice
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 #: items per C-level pass: about a millisecond (a thread waiting for the GIL waits as long)
 SLICE = 1 << 12
@@ -186,3 +190,38 @@ def release(*lists: list[Any]) -> None:
         while items:
             pause()
             del items[-SLICE:]
+
+
+def sliced_concat(parts: Sequence[Any], empty: array | bytearray) -> array | bytearray:
+    """The parts (arrays of `empty`'s type code, or bytes-likes for a bytearray) joined into
+    one, allocated once at its final size and filled a part per step.
+
+    Growing an array part by part (``extend``, ``+=``) reallocates it every ~6% of growth,
+    and a move copies all of it into memory nothing has touched yet, in one C call that holds
+    the GIL. On a VM that hands freed memory back to its host, a first touch costs ~15 µs a
+    page (0.5 µs once the host backs it): the last moves of a 10 MB column then held the GIL
+    for 60-130 ms each. Here the allocation touches the final size once (~40 ms for 10 MB
+    at worst), and each part's copy lands on pages already touched.
+    """
+    out = _zeros(empty, sum(map(len, parts)))
+    pos = 0
+    for part in parts:
+        pause()
+        out[pos:pos + len(part)] = part
+        pos += len(part)
+    return out
+
+
+def sliced_copy(column: array | bytes | bytearray, step: int = SLICE * 64) -> array | bytearray:
+    """A copy of an array (or of any bytes-like, as a bytearray), allocated once at its size
+    (see `sliced_concat`) and filled `step` items per pass."""
+    out = _zeros(column if isinstance(column, array) else bytearray(), len(column))
+    for lo in range(0, len(column), step):
+        pause()
+        out[lo:lo + step] = column[lo:lo + step]
+    return out
+
+
+def _zeros(like: array | bytearray, n: int) -> array | bytearray:
+    """n zeros of `like`'s kind, in one allocation."""
+    return array(like.typecode, [0]) * n if isinstance(like, array) else bytearray(n)

@@ -87,3 +87,20 @@ def test_sliced_replace_equals_replace(text, new):
 def test_sliced_list_equals_list(items):
     assert slices.sliced_list(iter(items)) == items
     assert slices.sliced_list(x for x in items) == items
+
+
+@settings(max_examples=MAX_EXAMPLES, deadline=None)
+@given(parts=st.lists(st.lists(st.integers(-2**31, 2**31 - 1), max_size=9), max_size=6),
+       code=st.sampled_from("iq"))
+def test_sliced_concat_and_copy_equal_joined_arrays(parts, code):
+    from array import array
+
+    arrays = [array(code, p) for p in parts]
+    joined = array(code, [x for p in parts for x in p])
+    out = slices.sliced_concat(arrays, array(code))
+    assert out == joined and out.typecode == code
+    flags = [bytes(len(p)) + b"\x03" for p in parts]
+    assert slices.sliced_concat(flags, bytearray()) == bytearray(b"".join(flags))
+    copy = slices.sliced_copy(joined, step=4)
+    assert copy == joined and copy is not joined and copy.typecode == code
+    assert slices.sliced_copy(bytearray(b"".join(flags)), step=4) == b"".join(flags)
