@@ -85,12 +85,15 @@ class TextMirror(QObject):
         return unit - bisect_left(self._astral, unit)
 
     def begin_batch(self) -> None:
-        """Many insertions follow, each right after the previous (a paste in slices).
+        """Removals at one place, then insertions each right after the previous, follow (a
+        selection replaced in slices: its text removed a slice at a time from its start,
+        then the new text inserted a slice at a time).
 
-        Each one's characters are read back as usual, but the splice into the copy of a
-        10 MB text happens once, in end_batch, instead of once per slice.
+        Each insertion's characters are read back as usual, but the splice into the copy of
+        a 10 MB text happens once, in end_batch, instead of once per slice.
         """
-        self._batch = {"start": None, "end": None, "pieces": [], "astral": array("q"), "ok": True}
+        self._batch = {"start": None, "end": None, "removed": 0, "pieces": [], "astral": array("q"),
+                       "ok": True}
 
     def end_batch(self) -> None:
         batch, self._batch = self._batch, None
@@ -104,6 +107,9 @@ class TextMirror(QObject):
 
     def _batch_insert(self, position: int, removed: int, added: int) -> None:
         batch = self._batch
+        if removed and not added and not batch["pieces"] and batch["start"] in (None, position):
+            batch["start"], batch["removed"] = position, batch["removed"] + removed
+            return  # (a slice of the selection, removed from its start)
         if removed or (batch["end"] is not None and position != batch["end"]):
             batch["ok"] = False
         if batch["start"] is None:
@@ -115,13 +121,15 @@ class TextMirror(QObject):
             batch["astral"] += astral_offsets(piece, position)
 
     def _splice_batch(self, batch: dict) -> None:
-        position, start = batch["start"], self._python_index(batch["start"])
-        shift = batch["end"] - position
+        position, removed = batch["start"], batch["removed"]
+        start, stop = self._python_index(position), self._python_index(position + removed)
+        shift = (position if batch["end"] is None else batch["end"]) - position - removed
         lo = bisect_left(self._astral, position)
-        self._astral[lo:] = batch["astral"] + _shifted(self._astral[lo:], shift)
+        hi = bisect_left(self._astral, position + removed)
+        self._astral[lo:] = batch["astral"] + _shifted(self._astral[hi:], shift)
         added = sum(map(len, batch["pieces"]))
-        self.text = "".join([self.text[:start], *batch["pieces"], self.text[start:]])  # one copy
-        self.edits.append(Edit(start, 0, added))
+        self.text = "".join([self.text[:start], *batch["pieces"], self.text[stop:]])  # one copy
+        self.edits.append(Edit(start, stop - start, added))
         if len(self.text) + len(self._astral) != self.doc.characterCount() - 1:
             self._resync()
             self.edits.append(Edit(0, -1, len(self.text)))

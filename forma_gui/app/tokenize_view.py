@@ -71,6 +71,7 @@ MAX_TRACE_CHARS = 256           # a longer pre-token (no pre-tokenizer) is trace
 EMBEDDING_VIEW = "forma_gui.app.embedding_view:EmbeddingPanel"
 LARGE_PASTE = 256 * 1024        # characters (or UTF-8 bytes); a bigger paste is inserted in slices
 PASTE_CHUNK = 32 * 1024         # first slice; later ones are sized to take ~10 ms
+REMOVE_CHUNK = 256 * 1024       # the same, for a big selection removed in slices (UTF-16 units)
 PASTE_SLICE_SECONDS = 0.01
 #: cuts of a word a unigram model's panel lists: its choice and the next best
 CUTS_SHOWN = 6
@@ -328,12 +329,35 @@ CR = ("\r", 13)
 LF = ("\n", 10)
 
 
+class _Replacing(NamedTuple):
+    """A selection being replaced in slices (`TokenInput.paste_in_slices`)."""
+
+    cursor: QTextCursor
+    source: "PasteSource"
+    done: int       # of the source, inserted
+    left: int       # UTF-16 units of the selection still to remove, at the cursor
+    removing: int   # units of the selection at first (0: removed at once, or none)
+    first: bool     # the next slice opens the undo step (later ones join it)
+
+
+def _next_size(size: int, took: float, most: int) -> int:
+    """The next slice's size: the one that would take PASTE_SLICE_SECONDS at this one's pace,
+    at most double this one and `most`, at least 16384."""
+    return int(min(max(size * PASTE_SLICE_SECONDS / max(took, 1e-4), 16384), 2 * size, most))
+
+
+def _low_surrogate(char: str) -> bool:
+    return "\udc00" <= char[:1] <= "\udfff"
+
+
 class TokenInput(QPlainTextEdit):
     """The input editor.
 
     A dropped file goes to the window (to open it), not into the text. A huge paste is
     inserted in slices of ~10 ms, one per event-loop turn, as a single undo step, so a
-    10 MB paste never blocks the window (Qt inserts 1 MB in ~150 ms in one go).
+    10 MB paste never blocks the window (Qt inserts 1 MB in ~150 ms in one go); a huge
+    selection that a paste, Delete, Backspace or a typed character replaces is removed in
+    slices first.
     """
 
     paste_progressed = Signal(float)  # fraction inserted; 1.0 when done
@@ -341,8 +365,8 @@ class TokenInput(QPlainTextEdit):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.mirror = TextMirror(self.document(), self)
-        self._paste: tuple[QTextCursor, PasteSource, int] | None = None
-        self._chunk = PASTE_CHUNK
+        self._paste: _Replacing | None = None
+        self._chunk, self._cut = PASTE_CHUNK, REMOVE_CHUNK
 
     @property
     def pasting(self) -> bool:
@@ -357,36 +381,71 @@ class TokenInput(QPlainTextEdit):
         super().insertFromMimeData(source)
 
     def paste_in_slices(self, text: str | PasteSource) -> None:
-        """Replace the selection with `text`, a slice per event-loop turn."""
+        """Replace the selection with `text`, a slice per event-loop turn: a selection of
+        over LARGE_PASTE characters is removed a slice at a time too (Qt removes a 10 MB one
+        in ~125 ms in one go), all of it one undo step."""
         source = text if isinstance(text, PasteSource) else PasteSource(text)
         cursor = self.textCursor()
-        cursor.beginEditBlock()
-        cursor.removeSelectedText()
-        cursor.endEditBlock()
-        self._paste = (cursor, source, 0)
-        self._chunk = PASTE_CHUNK
+        start, left = cursor.selectionStart(), cursor.selectionEnd() - cursor.selectionStart()
+        if left > LARGE_PASTE:
+            cursor.setPosition(start)
+            self._paste = _Replacing(cursor, source, 0, left, left, True)
+        else:  # removed at once; the insertion joins that step (or opens one: no selection)
+            if left:
+                cursor.beginEditBlock()
+                cursor.removeSelectedText()
+                cursor.endEditBlock()
+            self._paste = _Replacing(cursor, source, 0, 0, 0, not left)
+        self._chunk, self._cut = PASTE_CHUNK, REMOVE_CHUNK
         self.setReadOnly(True)  # typing into a half-inserted paste would interleave
         self.mirror.begin_batch()  # one splice at the end instead of a copy per slice
         QTimer.singleShot(0, self._paste_slice)
 
     def _paste_slice(self) -> None:
-        cursor, source, done = self._paste
+        cursor, source, done, left, removing, first = self._paste
         mark_gui_busy()  # a worker meanwhile waits for this slice (see workers)
         started = perf_counter()
-        piece, end = source.take(done, self._chunk)
-        cursor.joinPreviousEditBlock()
-        cursor.insertText(piece)
+        if first:
+            cursor.beginEditBlock()
+        else:
+            cursor.joinPreviousEditBlock()
+        cutting = bool(left)
+        if cutting:  # the selection's next slice, from its start
+            n = min(left, self._cut)
+            position = cursor.position()
+            if n < left and _low_surrogate(self.document().characterAt(position + n)):
+                n += 1  # (never between the two halves of an astral character)
+            cursor.setPosition(position + n, QTextCursor.MoveMode.KeepAnchor)
+            cursor.removeSelectedText()
+            left -= n
+        else:
+            piece, done = source.take(done, self._chunk)
+            cursor.insertText(piece)
         cursor.endEditBlock()
         took = perf_counter() - started
         # aim at PASTE_SLICE_SECONDS, but never more than double: one fast slice says little
-        self._chunk = int(min(max(self._chunk * PASTE_SLICE_SECONDS / max(took, 1e-4), 16384),
-                              2 * self._chunk, 1 << 19))
-        self._paste = (cursor, source, end)
-        if end < len(source):
-            self.paste_progressed.emit(end / len(source))
+        if cutting:
+            self._cut = _next_size(self._cut, took, REMOVE_CHUNK << 4)
+        else:
+            self._chunk = _next_size(self._chunk, took, 1 << 19)
+        self._paste = _Replacing(cursor, source, done, left, removing, False)
+        if left or done < len(source):
+            self.paste_progressed.emit((removing - left + done) / (removing + len(source)))
             QTimer.singleShot(0, self._paste_slice)
         else:  # the mirror's one splice of the whole text gets an event-loop turn of its own
             QTimer.singleShot(0, self._end_paste)
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802 - Qt override
+        """Delete, Backspace or a typed character over a selection of over LARGE_PASTE
+        characters replaces it in slices (`paste_in_slices`), not in one ~125 ms call."""
+        cursor, typed = self.textCursor(), event.text()
+        if (not self.isReadOnly() and cursor.selectionEnd() - cursor.selectionStart() > LARGE_PASTE
+                and (event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
+                     or typed and typed.isprintable())):
+            self.paste_in_slices(typed if typed.isprintable() else "")
+            event.accept()
+            return
+        super().keyPressEvent(event)
 
     def _end_paste(self) -> None:
         cursor = self._paste[0]

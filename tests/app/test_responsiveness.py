@@ -123,6 +123,25 @@ def _settle(qtbot, ms: int = 300) -> None:
 
 # ---- (a) a 10 MB paste ---------------------------------------------------------------------
 
+def _measured_paste(qtbot, view, text: str, expected: np.ndarray) -> GapMeter:
+    """Select all, paste the clipboard (`text`), wait until its tokens show: the gaps meanwhile."""
+    _settle(qtbot)
+    before, shown = view.text, view.tokens
+    with GapMeter() as meter:
+        view.editor.selectAll()
+        view.editor.paste()  # Ctrl+V: the view inserts it in slices, then tokenizes in slices
+        qtbot.waitUntil(lambda: not view.editor.pasting and view.text is view.mirror.text
+                        and view.text is not before and len(view.text) == PASTE_CHARS
+                        and view.tokens is not shown and len(view.tokens) == len(expected),
+                        timeout=300_000)
+        qtbot.wait(1000)  # the first screens of chips are laid out and painted meanwhile
+    assert view.text == text
+    assert np.array_equal(np.frombuffer(view.tokens.ids, np.int32), expected)
+    assert view.tokens.starts[0] == 0 and view.tokens.ends[len(view.tokens) - 1] == len(text)
+    assert f"{len(expected):,}" in view.stats.text()
+    return meter
+
+
 def test_10mb_paste_is_tokenized_without_blocking(qtbot, window):
     from tests.core.test_incremental import _oracle
 
@@ -135,29 +154,20 @@ def test_10mb_paste_is_tokenized_without_blocking(qtbot, window):
     qtbot.waitUntil(lambda: view.canvas.laid_out, timeout=30_000)
     view.editor.setFocus()
     QGuiApplication.clipboard().setText(text)
-    # Measured twice at most: this 2-core VM is now and then descheduled for tens of ms, and
-    # a paste has ~40 ms of unavoidable work in one call (Qt converting 10 MB of clipboard
-    # text). A second attempt replaces the first paste, so the view's work is the same.
-    meters = []
-    for attempt in range(2):
-        _settle(qtbot)
-        with GapMeter() as meter:
-            view.editor.selectAll()
-            view.editor.paste()  # Ctrl+V: the view inserts it in slices, then tokenizes in slices
-            qtbot.waitUntil(lambda: view.text is view.mirror.text and len(view.text) == PASTE_CHARS
-                            and len(view.tokens) == len(expected), timeout=300_000)
-            qtbot.wait(1000)  # the first screens of chips are laid out and painted meanwhile
-        meters.append(meter)
-        assert view.text == text
-        assert np.array_equal(np.frombuffer(view.tokens.ids, np.int32), expected)
-        assert view.tokens.starts[0] == 0 and view.tokens.ends[len(view.tokens) - 1] == len(text)
-        assert f"{len(expected):,}" in view.stats.text()
-        if meter.max_gap < MAX_GAP_MS:
-            break
+    # Two measurements: the paste into the short default text, then the same paste over the
+    # 10 MB it made (Ctrl+A, Ctrl+V: the old text is removed in slices first, as the new one
+    # is inserted). This 2-core VM is now and then descheduled for tens of ms, and a paste has
+    # ~40 ms of unavoidable work in one call (Qt converting 10 MB of clipboard text), so one
+    # more paste over the text is measured when either went over: it stands for both.
+    meters = [_measured_paste(qtbot, view, text, expected) for _ in range(2)]
+    if max(m.max_gap for m in meters) >= MAX_GAP_MS:
+        meters.append(_measured_paste(qtbot, view, text, expected))
     QGuiApplication.clipboard().clear()
     for k, meter in enumerate(meters):
-        print(f"10 MB paste, attempt {k + 1}: max event-loop gap {meter.max_gap:.0f} ms")
-    meters[-1].check("10 MB paste")
+        print(f"10 MB paste, measurement {k + 1}: max event-loop gap {meter.max_gap:.0f} ms")
+    into, over, last = meters[0], meters[1], meters[-1]
+    (into if into.max_gap < MAX_GAP_MS else last).check("10 MB paste")
+    (over if over.max_gap < MAX_GAP_MS else last).check("10 MB paste over a 10 MB text")
     # the sliced encode is kept: typing into the pasted document re-encodes only around the edit
     live = view._live
     assert live is not None and live.incremental

@@ -4,7 +4,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 from PySide6.QtGui import QTextCursor, QTextDocument
 
-from forma_gui.app.text_mirror import TextMirror, raw_text
+from forma_gui.app.text_mirror import Edit, TextMirror, raw_text
 from tests.conftest import MAX_EXAMPLES
 
 ALPHABET = st.sampled_from(list("ab \n\t\u00a0\u2028é東😀👩\u200d💻🇯🇵\r"))
@@ -97,6 +97,80 @@ def test_huge_paste_goes_in_slices_as_one_undo_step(qtbot):
     assert "\u00a0nbsp" in editor.mirror.text
     editor.document().undo()
     assert editor.mirror.text == raw_text(editor.document()) == "before"
+
+
+def _big_editor(qtbot, text: str):
+    from forma_gui.app.tokenize_view import TokenInput
+
+    editor = TokenInput()
+    qtbot.addWidget(editor)
+    editor.setPlainText(text)
+    editor.document().clearUndoRedoStacks()
+    return editor
+
+
+def _select(editor, start: int, end: int) -> None:
+    """Select UTF-16 units start..end."""
+    cursor = editor.textCursor()
+    cursor.setPosition(start)
+    cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+    editor.setTextCursor(cursor)
+
+
+def _units(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def test_a_huge_selection_is_replaced_in_slices_as_one_undo_step(qtbot, monkeypatch):
+    """Pasting over a selection of over LARGE_PASTE characters removes it in slices (of 4096
+    UTF-16 units here, many of them ending inside an emoji), then inserts: the document, the
+    mirror and its one edit are those of the replacement, and one undo brings the text back."""
+    from forma_gui.app import tokenize_view
+    from forma_gui.app.tokenize_view import LARGE_PASTE
+
+    monkeypatch.setattr(tokenize_view, "REMOVE_CHUNK", 4096)
+    monkeypatch.setattr(tokenize_view, "_next_size", lambda size, took, most: size)
+    body = "😀a😀\n東京 é" * (LARGE_PASTE // 7)
+    original = "head 😀 " + body + " tail 😀"
+    editor = _big_editor(qtbot, original)
+    start = _units("head 😀 ")
+    _select(editor, start, start + _units(body))
+    new = "new 😀 text\n" * 40
+    editor.mirror.edits.clear()
+    resyncs = editor.mirror.resyncs
+    editor.paste_in_slices(new)
+    assert editor.pasting
+    qtbot.waitUntil(lambda: not editor.pasting, timeout=60_000)
+    expected = "head 😀 " + new + " tail 😀"
+    assert raw_text(editor.document()) == editor.mirror.text == expected
+    assert editor.mirror.resyncs == resyncs  # (the batch's one splice, not a re-read)
+    assert editor.mirror.edits == [Edit(len("head 😀 "), len(body), len(new))]
+    editor.document().undo()
+    assert raw_text(editor.document()) == editor.mirror.text == original
+
+
+def test_delete_backspace_and_typing_over_a_huge_selection_go_in_slices(qtbot, monkeypatch):
+    from PySide6.QtCore import Qt
+
+    from forma_gui.app import tokenize_view
+    from forma_gui.app.tokenize_view import LARGE_PASTE
+
+    removed = []
+    original_slice = tokenize_view.TokenInput._paste_slice
+    monkeypatch.setattr(tokenize_view.TokenInput, "_paste_slice",
+                        lambda self: (removed.append(self._paste.left), original_slice(self)))
+    body = "x😀 y\n" * (LARGE_PASTE // 4)
+    for key, typed, expected in ((Qt.Key.Key_Delete, "", "ab"), (Qt.Key.Key_Backspace, "", "ab"),
+                                 (Qt.Key.Key_Q, "q", "aqb")):
+        editor = _big_editor(qtbot, "a" + body + "b")
+        _select(editor, 1, 1 + _units(body))
+        removed.clear()
+        qtbot.keyClick(editor, key) if not typed else qtbot.keyClicks(editor, typed)
+        qtbot.waitUntil(lambda e=editor: not e.pasting, timeout=60_000)
+        assert raw_text(editor.document()) == editor.mirror.text == expected
+        assert removed[0] == _units(body) and len([r for r in removed if r]) > 1  # in slices
+        editor.document().undo()
+        assert raw_text(editor.document()) == editor.mirror.text == "a" + body + "b"
 
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
