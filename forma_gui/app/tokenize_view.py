@@ -25,7 +25,8 @@ from time import perf_counter
 from typing import NamedTuple
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QPainter, QPen, QTextCharFormat, QTextCursor
+from PySide6.QtGui import (QColor, QFont, QFontDatabase, QKeySequence, QPainter, QPen, QTextCharFormat,
+                           QTextCursor)
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel,
                                QPlainTextEdit, QSizePolicy, QSplitter, QStyledItemDelegate,
                                QTableView, QTextEdit, QVBoxLayout, QWidget)
@@ -440,6 +441,7 @@ class TokenInput(QPlainTextEdit):
         characters replaces it in slices (`paste_in_slices`), not in one ~125 ms call."""
         cursor, typed = self.textCursor(), event.text()
         if (not self.isReadOnly() and cursor.selectionEnd() - cursor.selectionStart() > LARGE_PASTE
+                and not event.matches(QKeySequence.StandardKey.Cut)  # (Shift+Delete: Qt's cut)
                 and (event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
                      or typed and typed.isprintable())):
             self.paste_in_slices(typed if typed.isprintable() else "")

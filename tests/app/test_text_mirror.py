@@ -171,6 +171,9 @@ def test_delete_backspace_and_typing_over_a_huge_selection_go_in_slices(qtbot, m
         assert removed[0] == _units(body) and len([r for r in removed if r]) > 1  # in slices
         editor.document().undo()
         assert raw_text(editor.document()) == editor.mirror.text == "a" + body + "b"
+    _select(editor, 1, 1 + _units(body))  # Shift+Delete cuts (Qt's own way): not in slices
+    qtbot.keyClick(editor, Qt.Key.Key_Delete, Qt.KeyboardModifier.ShiftModifier)
+    assert not editor.pasting and raw_text(editor.document()) == "ab"
 
 
 @settings(max_examples=MAX_EXAMPLES, deadline=None)
