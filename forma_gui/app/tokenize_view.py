@@ -373,6 +373,12 @@ class TokenInput(QPlainTextEdit):
     def pasting(self) -> bool:
         return self._paste is not None
 
+    @property
+    def replacing(self) -> str:
+        """What the sliced replacement does, for a progress line: "pasting", or "deleting"
+        when it inserts nothing."""
+        return "deleting" if self._paste is not None and not len(self._paste.source) else "pasting"
+
     def insertFromMimeData(self, source) -> None:  # noqa: N802 - Qt override
         if source.hasText() and not source.hasUrls():
             text = PasteSource.from_mime(source)
@@ -685,7 +691,7 @@ class TokenizeView(QWidget):
 
     def _on_paste_progress(self, fraction: float) -> None:
         if fraction < 1.0:
-            self.stats.setText(f"pasting… {fraction:.0%}")
+            self.stats.setText(f"{self.editor.replacing}… {fraction:.0%}")
         else:
             self._schedule()
 

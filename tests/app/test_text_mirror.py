@@ -166,6 +166,7 @@ def test_delete_backspace_and_typing_over_a_huge_selection_go_in_slices(qtbot, m
         _select(editor, 1, 1 + _units(body))
         removed.clear()
         qtbot.keyClick(editor, key) if not typed else qtbot.keyClicks(editor, typed)
+        assert editor.replacing == ("pasting" if typed else "deleting")
         qtbot.waitUntil(lambda e=editor: not e.pasting, timeout=60_000)
         assert raw_text(editor.document()) == editor.mirror.text == expected
         assert removed[0] == _units(body) and len([r for r in removed if r]) > 1  # in slices
