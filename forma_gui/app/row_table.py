@@ -6,8 +6,8 @@ vocabulary, the tensor table), more than a 60 Hz frame. `RowPaintedTable` asks a
 for each visible row's texts (`row_texts`) and draws them: text at its baseline, measured
 only when it may not fit or is right-aligned. It keeps what QTableView shows: alternating
 rows, the selection, an optional colour swatch in one column, a font per row kind in some
-columns or per column in others, right-aligned columns, elision, the grid and the style's
-focus frame. Rows are all one height. The model's roles stay for tooltips, tests and anything else that asks.
+columns or per column in others, a background and text colour per row, right-aligned
+columns, elision, the grid and the style's focus frame. Rows are all one height. The model's roles stay for tooltips, tests and anything else that asks.
 Each repaint holds workers back (`workers.mark_gui_busy`, as `PaintMarksBusy` does).
 """
 from __future__ import annotations
@@ -40,6 +40,10 @@ class RowPaintedTable(QTableView):
     def type_fonts(self) -> dict[str, QFont]:
         """{row kind: font} for the typed columns (resolved against the view's font)."""
         return {}
+
+    def row_colors(self, row: int) -> tuple[QColor | None, QColor | None]:
+        """(background, text colour) of a row when it is not selected; None: the palette's."""
+        return None, None
 
     def column_fonts(self) -> dict[int, QFont]:
         """{column: font} for columns (not typed ones) set in their own font on every row
@@ -84,9 +88,12 @@ class RowPaintedTable(QTableView):
                 p.fillRect(0, y, right, height, palette.highlight())
                 p.setPen(bright)
             else:
-                if row % 2 and self.alternatingRowColors():
+                background, ink = self.row_colors(row)
+                if background is not None:
+                    p.fillRect(0, y, right, height, background)
+                elif row % 2 and self.alternatingRowColors():
                     p.fillRect(0, y, right, height, palette.alternateBase())
-                p.setPen(text)
+                p.setPen(text if ink is None else ink)
             for col, x, width in cols:
                 left = x + PAD
                 if col == swatched and swatch is not None:

@@ -284,3 +284,42 @@ def test_tokenizer_failure_is_shown(qtbot, text):
     p.show()
     qtbot.waitUntil(lambda: "exploded" in p.note.text(), timeout=10_000)
     assert p.steps == []
+
+
+def test_the_step_table_paints_each_step_in_its_row(qtbot, session):
+    """The step table paints its rows itself (StreamTable): each row's texts are the model's
+    display texts, the stop's row has the stop background, the steps after it are greyed,
+    the selected row has the highlight, and the bytes columns have the model's font."""
+    from forma_gui.app.stream_view import AFTER_STOP_FG, STOP_ROW_BG, StreamTable
+
+    session.set_text("Tokenizers don't see words: they see pieces, and pieces again.")
+    player = StreamPlayer(session)
+    qtbot.addWidget(player)
+    player.resize(1200, 800)
+    player.show()
+    player.stops_edit.setText("they")
+    table, model = player.table, player.model
+    qtbot.waitUntil(lambda: model.rowCount() > 10 and any(s.stops_here for s in model.steps), timeout=10_000)
+    assert isinstance(table, StreamTable)
+    fonts = table.column_fonts()
+    assert fonts and all(model.index(0, c).data(Qt.FontRole) == f for c, f in fonts.items())
+    stop = next(k for k, s in enumerate(model.steps) if s.stops_here)
+    table.selectRow(0)
+    table.viewport().repaint()
+    image = table.viewport().grab().toImage()
+    palette = table.palette()
+    last = table.model().columnCount() - 1
+    for row in range(min(model.rowCount(), stop + 3)):
+        texts, _, _ = table.row_texts(row)
+        assert texts == [model.index(row, c).data() for c in range(model.columnCount())]
+        cell = table.visualRect(model.index(row, last))
+        background = image.pixelColor(cell.right() - 3, cell.center().y())
+        expected = (palette.highlight().color() if row == 0 else STOP_ROW_BG if row == stop
+                    else palette.base().color())
+        assert background.rgb() == expected.rgb(), row
+        if row > stop:  # greyed text: its darkest pixels are the after-stop colour's
+            token = table.visualRect(model.index(row, 1))
+            ink = [image.pixelColor(x, y) for x in range(token.left(), token.right())
+                   for y in range(token.top(), token.bottom())]
+            darkest = min(ink, key=lambda c: c.lightness())
+            assert abs(darkest.lightness() - AFTER_STOP_FG.lightness()) < 40, darkest.name()
