@@ -20,7 +20,7 @@ def _keep_freed_memory() -> None:
     costs ~15 µs instead of ~0.5 (measured here: 200 MB touched at 14.8 µs a page, again at
     once 0.66, after 3 s idle 10.1, after 6 s 15.6). A 10 MB paste makes 10-40 MB strings,
     clipboard bytes and token columns, each in one C call that holds the GIL; with cold pages
-    each such call took 100-260 ms (perf: clear_page_erms under QMimeData::data,
+    each such call took 60-260 ms (perf: clear_page_erms under QMimeData::data,
     PyUnicode_Join, array growth), and tests/app/test_responsiveness measured the host's
     page faults rather than the app (5 of 5 full tests/app runs over its 100 ms bound on
     12-01, 46 ms with memory kept warm). A desktop has no such driver; the app is unchanged.

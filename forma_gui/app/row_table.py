@@ -7,7 +7,8 @@ for each visible row's texts (`row_texts`) and draws them: text at its baseline,
 only when it may not fit or is right-aligned. It keeps what QTableView shows: alternating
 rows, the selection, an optional colour swatch in one column, a font per row kind in some
 columns or per column in others, a background and text colour per row, right-aligned
-columns, elision, the grid and the style's focus frame. Rows are all one height. The model's roles stay for tooltips, tests and anything else that asks.
+columns, elision, the grid and the style's focus frame. Rows are all one height. The
+model's roles stay for tooltips, tests and anything else that asks.
 Each repaint holds workers back (`workers.mark_gui_busy`, as `PaintMarksBusy` does).
 """
 from __future__ import annotations

@@ -344,6 +344,7 @@ class StreamTraceModel(QAbstractTableModel):
         self._steps = steps
         columns = trace_columns(with_stops=with_stops)
         self._names, self._cells = list(columns), list(columns.values())
+        self._mono_columns = {k: self._mono for k, name in enumerate(self._names) if name in ("bytes", "buffer")}
         self._rows = {}
         self.endResetModel()
 
@@ -374,11 +375,11 @@ class StreamTraceModel(QAbstractTableModel):
         return self.row_texts(row)[column]
 
     def _font(self, row: int, column: int) -> QFont | None:
-        return self._mono if column in self.mono_columns() else None
+        return self._mono_columns.get(column)
 
     def mono_columns(self) -> dict[int, QFont]:
         """{column: the monospace font} for the columns of bytes."""
-        return {k: self._mono for k, name in enumerate(self._names) if name in ("bytes", "buffer")}
+        return self._mono_columns
 
     def row_colors(self, row: int) -> tuple[QColor | None, QColor | None]:
         """(background, text colour) of a row: the stop's row, and the steps after it."""

@@ -200,8 +200,9 @@ def sliced_concat(parts: Sequence[Any], empty: array | bytearray) -> array | byt
     and a move copies all of it into memory nothing has touched yet, in one C call that holds
     the GIL. On a VM that hands freed memory back to its host, a first touch costs ~15 µs a
     page (0.5 µs once the host backs it): the last moves of a 10 MB column then held the GIL
-    for 60-130 ms each. Here the allocation touches the final size once (~40 ms for 10 MB
-    at worst), and each part's copy lands on pages already touched.
+    for 60-130 ms each. Here the allocation touches the final size once (on such cold pages
+    that one call still took 100-160 ms for 10 MB; on backed ones a few ms), and each part's
+    copy lands on pages already touched.
     """
     out = _zeros(empty, sum(map(len, parts)))
     pos = 0
