@@ -652,9 +652,9 @@ class TokenizeView(QWidget):
         A tokenizer that can re-encode edits locally gets an IncrementalEncoder instead,
         which _apply keeps for the edits that follow (see _follow_edit). One that computes
         segment()'s columns itself (llama.cpp's and SentencePiece's: core.segment.
-        segment_columns) fills the store without a Token object per token (llama.cpp's
-        unigram, after every keystroke: a 1 MB document with a Llama-2 GGUF, before its
-        edits were local, re-segmented so in ~0.15 s instead of ~1.5 s).
+        segment_columns) fills the store without a Token object per token (a 1 MB document
+        with a Llama-2 GGUF, before its edits were local, re-segmented so in ~0.15 s after
+        every keystroke instead of ~1.5 s).
         """
         if local_edits(tokenizer, self.special):
             return IncrementalEncoder(tokenizer, text, special=self.special)

@@ -17,7 +17,8 @@ and Mistral's SentencePiece .model (BPE, byte fallback, user-defined pieces), ag
 `sentencepiece` library encoding the whole document with the same file; its ids are checked
 against our own from-scratch encode and the library's; botchan's unigram .model (its region's
 path starts from the score before it, and the words after it are walked on, usually to the end:
-core.incremental), against the library; and the bert-bge GGUF (llama.cpp's
+core.incremental), against the library; the same model written as a GGUF `t5` vocabulary
+(llama.cpp's unigram: double sums, exact, so no walk), against the library; and the bert-bge GGUF (llama.cpp's
 WordPiece), with no peer (HF tokenizers' BERT normalizer strips accents and splits text unlike
 llama.cpp's WPM session, so it is no exact peer); its ids are checked against our own
 from-scratch encode, whose segment columns are timed for the note.
@@ -118,6 +119,7 @@ def run(quick: bool = False) -> list[BenchResult]:
         results += _gguf_spm(doc, size)
         results += _sentencepiece_model(doc, size)
         results += _sentencepiece_unigram(doc, size)
+        results += _gguf_t5(doc, size)
         results += _gguf_wordpiece(doc, size)
     return results
 
@@ -213,6 +215,69 @@ def _sentencepiece_unigram(doc: str, size: str) -> list[BenchResult]:
     document; the final ids are checked against our from-scratch encode and the library's."""
     return _model_file_row(("sentencepiece", "botchan_en_unigram_1000.model"), doc,
                            f"one-char edit in {size}, botchan unigram .model", own=True)
+
+
+def _gguf_t5(doc: str, size: str) -> list[BenchResult]:
+    """The same edits with llama.cpp's unigram: botchan's unigram .model written as a GGUF `t5`
+    vocabulary (`t5_gguf_from`), whose ids are sentencepiece's (tests/formats/test_gguf_tokenizer.py).
+    Its sums are double and exact, so an edit re-encodes the words between two cuts and nothing
+    after them. Against the `sentencepiece` library encoding the whole document with the .model;
+    the final ids are checked against our from-scratch encode and the library's."""
+    import tempfile
+    from pathlib import Path
+
+    from forma_gui.formats.loader import load_tokenizer
+
+    model = data_path("sentencepiece", "botchan_en_unigram_1000.model")
+    try:
+        import sentencepiece
+    except ImportError:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = t5_gguf_from(model, Path(tmp) / "botchan-t5.gguf") if model.exists() else None
+        if path is None:
+            return []
+        enc, ours, note = _live(load_tokenizer(path), doc, own=True)
+    lib = sentencepiece.SentencePieceProcessor(model_file=str(model))
+    note += "; ids " + ("identical with" if list(enc.ids) == lib.encode(enc.text) else "DIFFER from") + \
+        " sentencepiece"
+    secs = median_time(lambda: lib.encode(doc), repeat=3)
+    return [BenchResult(f"one-char edit in {size}, botchan as a t5 GGUF (llama.cpp unigram), vs from-scratch "
+                        "sentencepiece", ours, secs * 1e3, "sentencepiece", "ms", higher_is_better=False,
+                        target=TARGET, note=note)]
+
+
+def t5_gguf_from(model_path, dst):
+    """Write a SentencePiece unigram .model as a GGUF `t5` vocabulary (its pieces, scores, types,
+    space flags and charsmap, <unk> 0 and </s> 2 as botchan has them), as llama.cpp's
+    convert_hf_to_gguf.py does for T5; `dst`, or None without the `gguf` and `sentencepiece`
+    packages."""
+    try:
+        import gguf
+        from sentencepiece import sentencepiece_model_pb2 as pb
+    except ImportError:
+        return None
+    model = pb.ModelProto()
+    model.ParseFromString(model_path.read_bytes())
+    spec = model.normalizer_spec
+    kind = gguf.GGUFValueType
+    writer = gguf.GGUFWriter(str(dst), "t5")
+    for key, value, value_type, sub_type in [
+            ("model", "t5", kind.STRING, None),
+            ("tokens", [p.piece for p in model.pieces], kind.ARRAY, kind.STRING),
+            ("scores", [p.score for p in model.pieces], kind.ARRAY, kind.FLOAT32),
+            ("token_type", [p.type for p in model.pieces], kind.ARRAY, kind.INT32),
+            ("unknown_token_id", 0, kind.UINT32, None),
+            ("eos_token_id", 2, kind.UINT32, None),
+            ("add_space_prefix", spec.add_dummy_prefix, kind.BOOL, None),
+            ("remove_extra_whitespaces", spec.remove_extra_whitespaces, kind.BOOL, None),
+            ("precompiled_charsmap", list(spec.precompiled_charsmap), kind.ARRAY, kind.UINT8)]:
+        writer.add_key_value("tokenizer.ggml." + key, value, value_type, sub_type=sub_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dst
 
 
 def _model_file_row(parts: tuple[str, ...], doc: str, name: str, **live) -> list[BenchResult]:

@@ -79,6 +79,7 @@ class CharsMap:
         self._strings: dict[int, bytes] = {}
         self._first: bytes | None = None  # lazily: which first bytes can start a match
         self._children: tuple[list[int], list[tuple[int, int]]] | None = None  # `children`
+        self._labelled: list[int] | None = None  # units per byte label (`in_longer_key`)
         if blob:
             self._decode(bytes(blob), path, strict, offset)
 
@@ -192,6 +193,46 @@ class CharsMap:
         base = index ^ label
         order = np.lexsort((label, base))
         return base[order].tolist(), list(zip(label[order].tolist(), index[order].tolist()))
+
+    def in_longer_key(self, byte: int) -> bool:
+        """Whether `byte` is a byte of some key longer than one byte: a unit labelled with it
+        other than the root's child along it, or that child has children (a stray unit
+        labelled with it, which no lookup reaches, only makes the answer True).
+
+        >>> CharsMap(b"").in_longer_key(0x20)
+        False
+        """
+        if not self.units:
+            return False
+        if self._labelled is None:
+            import numpy as np
+
+            units = np.frombuffer(self.units, dtype=np.uint32)
+            labels = units[(units & 0x800000FF) <= 0xFF] & 0xFF
+            self._labelled = np.bincount(labels.astype(np.int64), minlength=256).tolist()
+        root = self.child(0, byte)
+        return self._labelled[byte] > (root >= 0) or (root >= 0 and bool(self.children(root)))
+
+    def replacements_from(self, prefix: bytes) -> list[bytes]:
+        """The replacements of every key that is a prefix of `prefix` or starts with it: what
+        `longest_prefix` may emit at a place where `prefix` begins, whatever follows it."""
+        found: list[bytes] = []
+        node = 0
+        for c in prefix:
+            node = self.child(node, c)
+            if node < 0:
+                return found
+            value = self.value(node)
+            if value is not None:
+                found.append(value)
+        below = [node]
+        while below:
+            for _, child in self.children(below.pop()):
+                value = self.value(child)
+                if value is not None:
+                    found.append(value)
+                below.append(child)
+        return found
 
     def can_start(self, byte: int) -> bool:
         """Whether some key begins with `byte` (a fast path for text that needs no mapping)."""

@@ -159,14 +159,34 @@ a rule on the two characters alone):
   add_special, which the Tokenize view does not ask for). A vocabulary without an unknown
   token re-encodes in full (`_wpm_reason`): a word with no match would give no token at all.
 
+llama.cpp's unigram (GGUF ``t5`` vocabularies, `LlamaUGMTokenizer`) normalizes each fragment
+(charsmap, user-defined tokens, spaces) and runs a Viterbi over it in double:
+
+* its cuts (`LlamaUGMTokenizer.edit_cuts`) are ASCII whitespace that the normalizer keeps apart
+  (in no longer charsmap key or user-defined token, mapped to bytes ending in a space) before a
+  character that opens a word (whatever piece the normalizer begins there starts with another
+  byte than a space). With remove_extra_whitespaces the normalized text has one ▁ there,
+  whatever came before, as at a fragment's start; no piece holds a ▁ after another character
+  and ▁ is a piece, so every path passes through it and no unknown run joins across it.
+* the path scores there differ with the text before, but a double sum of float32 scores is
+  exact while no value passes 2**(53 + low), where every score is a multiple of 2**low (for
+  botchan's, texts of up to 2.8M characters: `exact_chars`); then each comparison after the ▁
+  is the same from any start score, and the words after a cut are the part's own. So an edit
+  re-encodes the region between two cuts, each word alone and cached
+  (`_small_fragment_spans`), and nothing after it: no walk. A longer text, or a vocabulary
+  whose scores are too fine or not finite, re-encodes in full (`_local_ok`, `edit_reason`).
+* spans are tiled with gaps as for WordPiece. A fragment's first token takes in the blanks
+  before it (`tile_spans`), so a region never starts or ends where only blanks lie between
+  the fragment's start and the cut (`_first_word`): that token belongs to the word after them.
+
 The text lives in `TextBlocks`: copying a 1 MB str of Cyrillic already costs over 1 ms here.
 
 Where the shortcut is not provably right the encoder re-encodes everything (`full_encodes`
 counts it), so the result is always exact:
 
 * always (`reason` says why): tokenizers other than ByteLevelBPETokenizer, LlamaBPETokenizer,
-  LlamaSPMTokenizer, WordPieceTokenizer and SentencePiece BPE and unigram .model files
-  (llama.cpp's unigram), a regex
+  LlamaSPMTokenizer, WordPieceTokenizer, LlamaUGMTokenizer and SentencePiece BPE and unigram
+  .model files, a regex
   outside VERIFIED (custom ones, several Split stages, llama.cpp regex stages without a
   one-regex form); with special=True, added tokens with lstrip/rstrip/single_word/normalized
   flags, or add_prefix_space; for llama.cpp, partition tokens with the LSTRIP/RSTRIP
@@ -174,7 +194,9 @@ counts it), so the result is always exact:
   SentencePiece BPE, a vocabulary whose words can interact (a token with ``▁`` after another
   character, or a score that is not a number: `LlamaSPMTokenizer._words` is None) or that
   has bytes without a token (no ``<0xNN>`` token and no unk: llama.cpp drops them); for its
-  WordPiece, a vocabulary without an unknown token;
+  WordPiece, a vocabulary without an unknown token; for its unigram, spaces that do not merge,
+  or as a suffix, pieces with ``▁`` after another character or no ``▁`` piece, and texts
+  longer than `exact_chars`;
 * while the text has lone surrogates (not for llama.cpp's SentencePiece BPE or WordPiece nor
   .model files), or the tokenizer's normalizer (NFC, NFKC, ...) would change it (prepare()
   then rewrites the text, so offsets no longer line up);
@@ -269,6 +291,7 @@ _SCORE_COLUMNS = {"before": "f", "adds": "f", "count": "i", "bound": "f", "char"
 SPELLED_WORDS = 4096
 _SURROGATE = regex.compile("[\ud800-\udfff]")
 _ASCII = regex.compile("[\x00-\x7f]")
+_NOT_SPACE = regex.compile("[^ ]")
 _ASCII_BACKWARD = regex.compile("[\x00-\x7f]", regex.REVERSE)
 #: the _Plan per llama.cpp or SentencePiece tokenizer and mode (its overlap check is not free)
 _CACHED_PLANS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -394,9 +417,10 @@ class IncrementalEncoder:
         # llama.cpp's SentencePiece BPE and SentencePiece .model files: whole texts from their
         # columns, regions between the cuts of their edit_cuts rule from their fragment_spans
         sentencepiece = _is_sentencepiece(tokenizer)
-        # llama.cpp's WordPiece: whole texts from its columns too, regions between the cuts of
-        # its edit_cuts rule from its fragment_spans, tiled with gaps as for .model files
-        wordpiece = _is_wpm(tokenizer)
+        # llama.cpp's WordPiece and unigram: whole texts from their columns too, regions
+        # between the cuts of their edit_cuts rule from their fragment_spans, tiled with gaps
+        # as for .model files (a unigram while its sums are exact: `_exact_chars`)
+        wordpiece = _is_wpm(tokenizer) or _is_ugm(tokenizer)
         self._columns = _is_spm(tokenizer) or sentencepiece or wordpiece
         self._spm = _is_spm(tokenizer) and not self.reason
         self._sp = sentencepiece and not self.reason
@@ -410,6 +434,7 @@ class IncrementalEncoder:
         self._scores = None  # (a DequeColumns once a text has them: numpy is imported late)
         self._spelled_words: dict[tuple, tuple | None] = {}  # `_word_again`'s token runs
         self._wp = wordpiece and not self.reason
+        self._exact_chars = tokenizer.exact_chars() if self._wp and _is_ugm(tokenizer) else None
         # the tokenizer's cut rule on two adjacent characters (edit_cuts)
         self._is_cut = tokenizer.edit_cuts() if self._spm or self._sp or self._wp else None
         self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
@@ -601,8 +626,11 @@ class IncrementalEncoder:
         if self.reason:
             return False
         if self._spm or self._sp or self._wp:  # lone surrogates are characters like any other
-            return not self._ug or self._chain_ok  # (never beside a .model file's cut, dropped by
-            # WordPiece); the normalizer (.model) or preprocess (WordPiece) is re-run on the region
+            # (never beside a .model file's cut, dropped by WordPiece); the normalizer (.model,
+            # llama.cpp's unigram) or preprocess (WordPiece) is re-run on the region
+            if self._exact_chars is not None:
+                return self.n_chars <= self._exact_chars
+            return not self._ug or self._chain_ok
         if not self._clean or self._surrogates or not self._aligned:
             return False
         if start == 0 and self._prefix_space:
@@ -636,9 +664,17 @@ class IncrementalEncoder:
         r = self._cut_before(u0, lo)
         while self._ug and r > lo and math.isnan(self._score_at(r)):
             r = self._cut_before(r, lo)  # inside a word viterbi_from segmented: no score kept there
+        if self._exact_chars is not None and r > seg_lo and self._first_word(seg_lo, r) is None:
+            r = seg_lo  # the fragment's first token takes in the blanks before it, from seg_lo
         q, q_is_cut = self._cut_after(u1, hi)
         while self._ug and q_is_cut and not self._word_start(q - delta):
             q, q_is_cut = self._cut_after(q, hi)  # a unigram region ends where a word's check starts
+        while self._exact_chars is not None and q_is_cut and self._first_word(u1, q) is None and \
+                (self._added is not None or self._first_word(seg_lo, u0) is None):
+            # the old or the new text may have only blanks between a fragment's start (seg_lo,
+            # or the end of a special token, old or new, before u1) and q, whose next token then
+            # starts at the fragment's start: the region ends past a word both texts share
+            q, q_is_cut = self._cut_after(q, hi)
         if (r == lo > seg_lo) or (q == hi < seg_hi and not q_is_cut):
             return False  # no cut within the limit: the region would be a long run
         if self._ug:
@@ -653,6 +689,17 @@ class IncrementalEncoder:
             return False
         self._splice(r, q - delta, new, delta)
         return True
+
+    def _first_word(self, lo: int, hi: int) -> int | None:
+        """llama.cpp's unigram: the first place in [lo, hi) whose character gives a fragment a
+        token (`opens_word`), else None. Runs of spaces are skipped at C speed."""
+        opens_word = self.tokenizer.opens_word
+        while lo < hi:
+            at = _find_forward(_NOT_SPACE, self._blocks, lo, hi)
+            if at is None or opens_word(self._blocks.slice(at, at + 1)):
+                return at
+            lo = at + 1
+        return None
 
     def _cut_before(self, u0: int, lo: int) -> int:
         """The last cut r with lo < r < u0 (both neighbours before u0), else lo."""
@@ -1214,6 +1261,12 @@ def _is_wpm(tokenizer: "Tokenizer") -> bool:
     return isinstance(tokenizer, WordPieceTokenizer)
 
 
+def _is_ugm(tokenizer: "Tokenizer") -> bool:
+    from forma_gui.core.llama_tokenizers import LlamaUGMTokenizer
+
+    return isinstance(tokenizer, LlamaUGMTokenizer)
+
+
 def _is_spm(tokenizer: "Tokenizer") -> bool:
     from forma_gui.core.llama_tokenizers import LlamaSPMTokenizer
 
@@ -1226,7 +1279,8 @@ def _llama_plan(tokenizer, special: bool) -> _Plan:
     cut = _partition_tokens(tokenizer, special)
     matched = tuple((text, token_id) for text, token_id, _ in cut)
     reason = _llama_reason(tokenizer, cut)
-    pattern = None if reason or _is_spm(tokenizer) or _is_wpm(tokenizer) else tokenizer.word_pattern
+    pattern = None if reason or _is_spm(tokenizer) or _is_wpm(tokenizer) or _is_ugm(tokenizer) \
+        else tokenizer.word_pattern
     return _Plan(pattern, reason, matched, frozenset(token_id for _, token_id in matched), not reason)
 
 
@@ -1258,6 +1312,7 @@ def _partition_tokens(tokenizer, special: bool) -> list[tuple[str, int, bool]]:
 def _llama_reason(tokenizer, cut: list[tuple[str, int, bool]]) -> str:
     """Why edits re-encode in full for a llama.cpp tokenizer ("" when they need not)."""
     reason = (_spm_reason(tokenizer) if _is_spm(tokenizer) else _wpm_reason(tokenizer) if _is_wpm(tokenizer)
+              else tokenizer.edit_reason() if _is_ugm(tokenizer)
               else _bpe_reason(tokenizer))
     if reason:
         return reason

@@ -364,6 +364,8 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         self.charsmap = charsmap if charsmap else None
         self._tables: dict | None = None
         self._plain_run: re.Pattern | None = None
+        self._opens: dict[str, bool] = {}  # `opens_word`
+        self._small_words: dict[bytes, tuple] = {}  # `_small_fragment_spans`
         self._lock = threading.Lock()
 
     def _normal_bytes(self, token_id: int) -> bytes:
@@ -373,6 +375,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         """Forget the cached words (benchmarks measure cold starts with it)."""
         if self._tables is not None:
             self._tables["unigram"].clear_cache()
+        self._small_words.clear()
 
     def tables(self) -> dict:
         """The token trie (as a prefix dict), the user-defined trie paths, the scores and the
@@ -416,6 +419,8 @@ class LlamaUGMTokenizer(LlamaTokenizer):
 
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
+        if end - start <= SMALL_FRAGMENT and self._words_apart() and end - start <= self.exact_chars():
+            return self._small_fragment_spans(text, start, end)
         data = text[start:end].encode("utf-8", "surrogatepass")
         normalized, n2o = self.normalize_columns(data)
         if not normalized:
@@ -429,6 +434,107 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         ob, oe = offsets[starts], offsets[ends]
         byte_spans = list(zip(ids.tolist(), ob.tolist(), np.maximum(ob, oe).tolist()))
         return char_spans(text, start, byte_spans, data)
+
+    def _small_fragment_spans(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+        """`_fragment_spans` of a short fragment (an edit's region) in plain Python, each
+        word (from one ▁ to the next) segmented alone and cached: no piece crosses a ▁ and
+        every sum is exact (`edit_reason`), so a word's cut is the same wherever it stands."""
+        data = text[start:end].encode("utf-8", "surrogatepass")
+        normalized, n2o = self._normalize_small(data)
+        if not normalized:
+            return []
+        n2o.append(len(data))  # (the end maps past)
+        cache, unk = self._small_words, self._unk_id()
+        byte_spans = []
+        at = 0
+        for word in _SPACE_BYTES.split(normalized):  # (▁ splits: each word but the first starts with one)
+            if not word:
+                continue
+            found = cache.get(word)
+            if found is None:
+                if len(cache) >= SMALL_WORDS:
+                    cache.clear()
+                found = cache[word] = self._word_tokens(word, unk)
+            for token_id, a, b in found:
+                ob, oe = n2o[at + a], n2o[at + b]
+                byte_spans.append((token_id, ob, max(ob, oe)))
+            at += len(word)
+        return char_spans(text, start, byte_spans, data)
+
+    def _word_tokens(self, word: bytes, unk: int) -> tuple[tuple[int, int, int], ...]:
+        """(id, start, end) of a normalized word's tokens from score 0, unknown runs collapsed
+        (`_viterbi`), without the unknown ones when there is no unknown token."""
+        tables = self.tables()
+        path = ugm_viterbi_from(word, tables["prefixes"], tables["scores"], unk, tables["unk_score"], 0.0)[0]
+        out: list[list[int]] = []
+        at = 0
+        for token_id, length in path:
+            if token_id == unk and out and out[-1][0] == unk:
+                out[-1][2] += length
+            else:
+                out.append([token_id, at, at + length])
+            at += length
+        return tuple((t, a, b) for t, a, b in out if t >= 0)
+
+    def _words_apart(self) -> bool:
+        """Whether the Viterbi never crosses a ▁ (no piece holds one after another character,
+        ▁ is a piece: `edit_reason`) of a text whose spaces are escaped to ▁."""
+        found = getattr(self, "_apart", None)
+        if found is None:
+            found = self._apart = self.vocab.flags.get("escape_whitespaces", True) and \
+                self.tables()["prefixes"].get(SPACE.encode(), -1) >= 0 and \
+                not any(attr & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED) and SPACE in text[1:]
+                        for text, attr in zip(self.vocab.tokens, self.vocab.attrs))
+        return found
+
+    def _normalize_small(self, data: bytes) -> tuple[bytes, list[int]]:
+        """`normalize` of a short input in plain Python: the pieces as `_mapped` cuts them (a
+        run's bytes at their character's start, another piece's at the piece's), then the
+        spaces as `_spaced` places them."""
+        run = self.plain_run()
+        mapped, offsets = bytearray(), []
+        pos, n = 0, len(data)
+        while pos < n:
+            found = run.match(data, pos)
+            end = found.end() if found is not None else pos
+            if end > pos:
+                mapped += data[pos:end]
+                first = pos
+                for k in range(pos, end):
+                    if data[k] & 0xC0 != 0x80:
+                        first = k
+                    offsets.append(first)
+                pos = end
+            else:
+                part, consumed = self._normalize_prefix(data, pos)
+                mapped += part
+                offsets += [pos] * len(part)
+                pos += consumed
+        flags = self.vocab.flags
+        space = SPACE.encode() if flags.get("escape_whitespaces", True) else b" "
+        suffix = flags.get("treat_whitespace_as_suffix", False)
+        merge = flags.get("remove_extra_whitespaces", False)
+        prepend = not suffix and flags.get("add_space_prefix", False)
+        out, n2o = bytearray(), []
+        blank_before, opened = True, False
+        for byte, offset in zip(mapped, offsets):
+            if byte == 0x20:
+                if not merge:
+                    out += space
+                    n2o += [offset] * len(space)
+                blank_before = True
+                continue
+            if blank_before and (merge or (prepend and not opened)):
+                out += space
+                n2o += [offset] * len(space)
+            opened = opened or blank_before
+            blank_before = False
+            out.append(byte)
+            n2o.append(offset)
+        if suffix and flags.get("add_space_prefix", False):
+            out += space
+            n2o += [n] * len(space)
+        return bytes(out), n2o
 
     def _fragment_ids(self, text: str, start: int, end: int, after_special: bool) -> list[int]:
         normalized = self.normalize_columns(text[start:end].encode("utf-8", "surrogatepass"))[0]
@@ -447,6 +553,122 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         return ranked_cuts(normalized, lattice_steps(normalized, tables["prefixes"]), tables["scores"],
                            self._unk_id(), tables["unk_score"], tables["unigram"].encode(normalized),
                            self.piece, k)
+
+    # ---- cuts, for core.incremental (edits re-encode the text between two of them) -------
+    def edit_reason(self) -> str:
+        """Why edits re-encode the whole text ("" when the text falls apart at `edit_cuts` into
+        parts that are encoded alone, each as in the whole text).
+
+        At a cut the normalized text holds a ▁ that opens a word whatever came before: spaces
+        merge (remove_extra_whitespaces), so a run of whitespace before a word becomes one ▁,
+        as at a fragment's start. The Viterbi cannot cross that ▁: no piece holds ▁ after
+        another character, and ▁ alone is a piece, so no unknown run joins across it. What
+        follows it then depends on the text before only through the path score there, and
+        not at all while every sum is exact in double (`exact_chars`): each comparison is the
+        same from any start score. The caller checks the text's length against that.
+        """
+        flags = self.vocab.flags
+        if not flags.get("remove_extra_whitespaces", False):
+            return "llama.cpp's unigram without remove_extra_whitespaces: spaces do not merge into one ▁ per word"
+        if flags.get("treat_whitespace_as_suffix", False) or not flags.get("escape_whitespaces", True):
+            return "llama.cpp's unigram with spaces as a suffix or not escaped to ▁"
+        if not self.exact_chars():
+            return "a score that is not a finite number, or too fine for exact sums in double"
+        prefixes = self.tables()["prefixes"]
+        if prefixes.get(SPACE.encode(), -1) < 0:
+            return "no ▁ piece: an unknown run could go on across a word's start"
+        spaced = next((text for text, attr in zip(self.vocab.tokens, self.vocab.attrs)
+                       if attr & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED) and SPACE in text[1:]), None)
+        if spaced is not None:
+            return f"a piece holds ▁ after another character ({spaced!r}): the Viterbi crosses word starts"
+        return ""
+
+    def exact_chars(self) -> int:
+        """The longest text, in characters, over which every Viterbi sum is exact in double
+        (0: none). Each score (float32, the unknown one too) is a multiple of 2**low, so every
+        sum is, and stays exact below 2**(53 + low). A position's best score is at least the
+        one before it plus the lowest score (its one-character step, a piece or unknown) and
+        at most that plus the highest, so no value leaves (steps + 1) * max|score|. A
+        character normalizes to at most `per_char` bytes (a charsmap replacement, a lone
+        surrogate's three U+FFFD, and a ▁ before it), a step covers at least one."""
+        found = getattr(self, "_exact_chars", None)
+        if found is None:
+            tables = self.tables()
+            values = [*tables["scores"], tables["unk_score"]]
+            if not all(map(math.isfinite, values)):
+                found = 0
+            else:
+                low = min((_lowest_bit(v) for v in values if v), default=0)
+                top = max(map(abs, values), default=0.0) or 1.0
+                blob = self.charsmap.normalized if self.charsmap is not None else b""
+                per_char = max(9, *map(len, blob.split(b"\0"))) + 3
+                found = max(0, int((2.0 ** (53 + low) / top - 2) / per_char))
+            self._exact_chars = found
+        return found
+
+    def edit_cuts(self):
+        """The rule core.incremental cuts by, on two adjacent characters ``pair`` (a
+        2-character str): True where the first is whitespace that normalizes alone (ASCII, in
+        no longer charsmap key or user-defined token, mapped to bytes that end in a space) and
+        the second opens a word (every piece the normalizer may begin there starts with a byte
+        other than a space). See `edit_reason`.
+
+        >>> from forma_gui.core.llama_vocab import LlamaVocab
+        >>> tok = LlamaUGMTokenizer(LlamaVocab(["<unk>", SPACE, SPACE + "a", "b"], [2, 1, 1, 1],
+        ...                                    [0.0, -1.0, -2.0, -3.0], specials={"unk": 0},
+        ...                                    flags={"remove_extra_whitespaces": True}))
+        >>> [tok.edit_cuts()(pair) for pair in (" a", "a ", "  ", "ab", "\ta")]  # (no charsmap: a tab is no space)
+        [True, False, False, False, False]
+        """
+        ends: dict[str, bool] = {}
+        opens_word = self.opens_word
+
+        def is_cut(pair: str) -> bool:
+            first = ends.get(pair[0])
+            if first is None:
+                first = ends[pair[0]] = self._ends_in_space(pair[0])
+            return first and opens_word(pair[1])
+        return is_cut
+
+    def _ends_in_space(self, ch: str) -> bool:
+        """Whether `ch` is a piece of the normalizer on its own, wherever it stands, whose
+        bytes end in a space (`edit_cuts`)."""
+        if len(ch) != 1 or not 0 < ord(ch) < 0x80:
+            return False
+        data = ch.encode()
+        if any(data in path for path in self.tables()["user_paths"]):
+            return False
+        mapped = data
+        if self.charsmap is not None:
+            if self.charsmap.in_longer_key(data[0]):
+                return False
+            length, replacement = self.charsmap.longest_prefix(data, 0)
+            mapped = replacement if length else data
+        return mapped.endswith(b" ")
+
+    def opens_word(self, ch: str) -> bool:
+        """Whether every piece the normalizer may begin at `ch` starts with a byte other than a
+        space (`edit_cuts`): a user-defined token's path, copied as it is, or a charsmap
+        key's replacement, whatever follows `ch`; else `ch` itself (or U+FFFD). Such a
+        character gives a fragment a token, wherever it stands. Cached per character."""
+        found = self._opens.get(ch)
+        if found is None:
+            found = self._opens[ch] = self._opens_word(ch)
+        return found
+
+    def _opens_word(self, ch: str) -> bool:
+        data = ch.encode("utf-8", "surrogatepass")
+        if data[:1] == b" ":
+            return False
+        if data[:1] in self.tables()["user_paths"] or self.charsmap is None:
+            return True
+        return all(found[:1] not in (b"", b" ") for found in self.charsmap.replacements_from(data))
+
+    def fragment_spans(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+        """The raw fragment ``text[start:end]``'s tokens as (id, start, end) in `text`: every
+        fragment is normalized alike (a ▁ before its first word), so a part from a cut is
+        encoded as one (`edit_reason`)."""
+        return self._fragment_spans(text, start, end, True)
 
     def _segments(self, normalized: bytes):
         """`_viterbi(normalized)` as (ids, starts, ends) int64 arrays, from the cached words."""
@@ -623,6 +845,22 @@ def ugm_viterbi_from(data: bytes, prefixes: dict[bytes, int], scores: list[float
                 best[i + mblen], start[i + mblen], ids[i + mblen] = candidate, i, unk
         i += mblen
     return backtrack(ids, start, n), best[n]
+
+
+#: characters of a fragment `_small_fragment_spans` encodes (an edit's region), and the words it keeps
+SMALL_FRAGMENT = 4096
+SMALL_WORDS = 1 << 16
+_SPACE_BYTES = re.compile(b"(?=" + re.escape(SPACE.encode()) + b")")
+
+
+def _lowest_bit(value: float) -> int:
+    """The exponent of a nonzero finite float's lowest set bit.
+
+    >>> _lowest_bit(-10.0), _lowest_bit(0.75), _lowest_bit(3.0)
+    (1, -2, 0)
+    """
+    numerator, denominator = abs(value).as_integer_ratio()
+    return (numerator & -numerator).bit_length() - denominator.bit_length()
 
 
 def collapse_unknown_runs(ids, lengths, unk: int):

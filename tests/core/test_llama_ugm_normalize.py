@@ -1,5 +1,6 @@
 """`LlamaUGMTokenizer.normalize` (runs of plain characters copied whole, the space handling
-in numpy) against `_normalize_reference`, the transcription of
+in numpy) and `_normalize_small` (the same in plain Python, for an edit's region) against
+`_normalize_reference`, the transcription of
 llm_tokenizer_ugm_session::normalize: the same bytes and the same offsets, byte for byte.
 
 The charsmap is botchan's nmt_nfkc one (through a synthetic t5 GGUF): fullwidth and
@@ -16,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forma_gui.core.llama_tokenizers import LlamaUGMTokenizer, plain_run_regex
+from forma_gui.core.llama_tokenizers import SMALL_FRAGMENT, LlamaUGMTokenizer, plain_run_regex
 from forma_gui.core.llama_vocab import ATTR_USER_DEFINED, LlamaVocab
 from forma_gui.formats.gguf_tokenizer import load_gguf_tokenizer
 from tests.conftest import MAX_EXAMPLES, data_file
@@ -61,6 +62,8 @@ def assert_same(tok: LlamaUGMTokenizer, data: bytes) -> None:
     assert fast == tok._normalize_reference(data), data
     normalized, n2o = tok.normalize_columns(data)
     assert normalized == fast[0] and n2o.tolist() == fast[1] and str(n2o.dtype) == "int64"
+    if len(data) <= 4 * SMALL_FRAGMENT:  # (an edit's region: plain Python)
+        assert tok._normalize_small(data) == fast
 
 
 def test_botchan_equals_reference(t5, variants):

@@ -18,10 +18,10 @@ import sentencepiece as spm
 from gguf import GGUFValueType as T
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sentencepiece import sentencepiece_model_pb2 as pb
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
+from forma_gui.bench.incremental import t5_gguf_from
 from forma_gui.core import llama_tokenizers
 from forma_gui.core import patterns as pats
 from forma_gui.core.byte_map import BYTE_TO_UNICODE
@@ -288,20 +288,7 @@ def _write_gguf(path, entries: list[tuple[str, object, T, T | None]], arch: str 
 
 
 def _t5_from(model_path, dst):
-    m = pb.ModelProto()
-    m.ParseFromString(model_path.read_bytes())
-    k = "tokenizer.ggml."
-    return _write_gguf(dst, [
-        (k + "model", "t5", T.STRING, None),
-        (k + "tokens", [p.piece for p in m.pieces], T.ARRAY, T.STRING),
-        (k + "scores", [p.score for p in m.pieces], T.ARRAY, T.FLOAT32),
-        (k + "token_type", [p.type for p in m.pieces], T.ARRAY, T.INT32),
-        (k + "unknown_token_id", 0, T.UINT32, None),
-        (k + "eos_token_id", 2, T.UINT32, None),
-        (k + "add_space_prefix", m.normalizer_spec.add_dummy_prefix, T.BOOL, None),
-        (k + "remove_extra_whitespaces", m.normalizer_spec.remove_extra_whitespaces, T.BOOL, None),
-        (k + "precompiled_charsmap", list(m.normalizer_spec.precompiled_charsmap), T.ARRAY, T.UINT8),
-    ], arch="t5")
+    return t5_gguf_from(model_path, dst)
 
 
 def test_t5_unigram_equals_sentencepiece(tmp_path):
