@@ -477,15 +477,23 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         return tuple((t, a, b) for t, a, b in out if t >= 0)
 
     def _words_apart(self) -> bool:
-        """Whether the Viterbi never crosses a ▁ (no piece holds one after another character,
-        ▁ is a piece: `edit_reason`) of a text whose spaces are escaped to ▁."""
+        """Whether the Viterbi never crosses a ▁ of a text whose spaces are escaped to ▁
+        (`_apart_reason`)."""
         found = getattr(self, "_apart", None)
         if found is None:
-            found = self._apart = self.vocab.flags.get("escape_whitespaces", True) and \
-                self.tables()["prefixes"].get(SPACE.encode(), -1) >= 0 and \
-                not any(attr & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED) and SPACE in text[1:]
-                        for text, attr in zip(self.vocab.tokens, self.vocab.attrs))
+            found = self._apart = self.vocab.flags.get("escape_whitespaces", True) and not self._apart_reason()
         return found
+
+    def _apart_reason(self) -> str:
+        """Why the Viterbi may cross a ▁ ("" when it never does: no piece holds one after
+        another character, and ▁ is a piece, so no unknown run goes on across one)."""
+        if self.tables()["prefixes"].get(SPACE.encode(), -1) < 0:
+            return "no ▁ piece: an unknown run could go on across a word's start"
+        spaced = next((text for text, attr in zip(self.vocab.tokens, self.vocab.attrs)
+                       if attr & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED) and SPACE in text[1:]), None)
+        if spaced is not None:
+            return f"a piece holds ▁ after another character ({spaced!r}): the Viterbi crosses word starts"
+        return ""
 
     def _normalize_small(self, data: bytes) -> tuple[bytes, list[int]]:
         """`normalize` of a short input in plain Python: the pieces as `_mapped` cuts them (a
@@ -574,14 +582,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
             return "llama.cpp's unigram with spaces as a suffix or not escaped to ▁"
         if not self.exact_chars():
             return "a score that is not a finite number, or too fine for exact sums in double"
-        prefixes = self.tables()["prefixes"]
-        if prefixes.get(SPACE.encode(), -1) < 0:
-            return "no ▁ piece: an unknown run could go on across a word's start"
-        spaced = next((text for text, attr in zip(self.vocab.tokens, self.vocab.attrs)
-                       if attr & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED) and SPACE in text[1:]), None)
-        if spaced is not None:
-            return f"a piece holds ▁ after another character ({spaced!r}): the Viterbi crosses word starts"
-        return ""
+        return self._apart_reason()
 
     def exact_chars(self) -> int:
         """The longest text, in characters, over which every Viterbi sum is exact in double
