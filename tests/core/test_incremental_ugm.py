@@ -114,6 +114,36 @@ def test_random_edits_of_any_text_equal_a_fresh_encode(text, data, special):
     assert enc.full_encodes == 0
 
 
+#: user-defined tokens (cut out by llama.cpp's partition, special or not; no two can overlap,
+#: else edits re-encode in full): one starting with a space, one that nmt_nfkc would map, one
+#: with a combining mark, one with a tab
+USER = ["<sep>", " x", "ｆｕ", "e\u0301x", "\tz"]
+VARIANT_FLAGS = [{}, {"add_space_prefix": False}]
+
+
+@functools.cache
+def _user_variant(flags: tuple, charsmap: bool) -> LlamaUGMTokenizer:
+    base = _t5()
+    vocab = LlamaVocab(base.vocab.tokens + USER, list(base.vocab.attrs) + [ATTR_USER_DEFINED] * len(USER),
+                       list(base.vocab.scores) + [0.0] * len(USER), specials=dict(base.vocab.specials),
+                       flags={**base.vocab.flags, **dict(flags)})
+    return LlamaUGMTokenizer(vocab, base.charsmap if charsmap else None)
+
+
+@EDIT_SETTINGS
+@given(text=ANY_TEXT | st.lists(st.sampled_from(CLEAN + USER), max_size=30).map("".join), data=st.data(),
+       special=st.booleans(), flags=st.sampled_from(VARIANT_FLAGS), charsmap=st.booleans())
+def test_random_edits_with_user_tokens_and_other_flags(text, data, special, flags, charsmap):
+    """User-defined tokens cut the text into fragments (their texts may hold spaces, which then
+    are no piece of their own: fewer cuts), without a space prefix, without a charsmap."""
+    tok = _user_variant(tuple(flags.items()), charsmap)
+    enc = inc.IncrementalEncoder(tok, text, special=special)
+    assert enc.incremental, enc.reason
+    check(enc, tok, text)
+    random_edits(enc, tok, text, data, st.lists(st.sampled_from(CLEAN + USER), max_size=2).map("".join) | ANY_INSERT)
+    assert enc.full_encodes == 0
+
+
 @pytest.mark.parametrize("special", [False, True])
 def test_typing_in_a_large_document_stays_local(special):
     tok = _t5()
