@@ -162,12 +162,16 @@ a rule on the two characters alone):
 llama.cpp's unigram (GGUF ``t5`` vocabularies, `LlamaUGMTokenizer`) normalizes each fragment
 (charsmap, user-defined tokens, spaces) and runs a Viterbi over it in double:
 
-* its cuts (`LlamaUGMTokenizer.edit_cuts`) are ASCII whitespace that the normalizer keeps apart
-  (in no longer charsmap key or user-defined token, mapped to bytes ending in a space) before a
-  character that opens a word (whatever piece the normalizer begins there starts with another
-  byte than a space). With remove_extra_whitespaces the normalized text has one ▁ there,
+* its cuts (`LlamaUGMTokenizer.edit_cuts`) follow an ASCII character that the normalizer keeps
+  apart (in no longer charsmap key or user-defined token) and come before a character that
+  opens a word (whatever piece the normalizer begins there starts with another byte than a
+  space). After whitespace, with remove_extra_whitespaces, the normalized text has one ▁ there,
   whatever came before, as at a fragment's start; no piece holds a ▁ after another character
-  and ▁ is a piece, so every path passes through it and no unknown run joins across it.
+  and ▁ is a piece, so every path passes through it and no unknown run joins across it. After
+  another character (digits, most punctuation, newlines under nmt_nfkc), where no piece holds
+  the two normalized characters side by side and one of them is a piece: the part after it is
+  normalized as going on inside a word (`inside`: no ▁ before it). So a run without spaces, a
+  URL or CJK, is cut too.
 * the path scores there differ with the text before, but a double sum of float32 scores is
   exact while no value passes 2**(53 + low), where every score is a multiple of 2**low (for
   botchan's, texts of up to 2.8M characters: `exact_chars`); then each comparison after the ▁
@@ -679,6 +683,8 @@ class IncrementalEncoder:
             return False  # no cut within the limit: the region would be a long run
         if self._ug:
             return self._retokenize_unigram(r, r != seg_lo, q, q_is_cut, matches, delta, limit)
+        if self._exact_chars is not None:  # a cut inside a word: the rest goes on without a ▁
+            self._inside = r != seg_lo and not (self.tokenizer.alone(self._blocks.slice(r - 1, r)) or b" ").endswith(b" ")
         if self._sp or self._wp:
             return self._retokenize_with_gaps(r, r != seg_lo, q, q_is_cut, matches, delta)
         if self._spm:
@@ -771,7 +777,8 @@ class IncrementalEncoder:
             end = self._m_ends[k]
             matches = [*matches, (q, end, self._added[1][self._blocks.slice(q, end)])]
             q = end
-        encode = (self._unigram_part if self._ug else self._wordpiece_part if self._wp
+        encode = (self._unigram_part if self._ug else self._ugm_part if self._exact_chars is not None
+                  else self._wordpiece_part if self._wp
                   else self._sentencepiece_part)
         self._part_extra: list = []
         spans = self._piece_spans(r, r_is_cut, q, q_is_cut, matches, encode)
@@ -1107,6 +1114,12 @@ class IncrementalEncoder:
         if not head and (part[0][1] != start if part else not tail):
             return None
         return part
+
+    def _ugm_part(self, text: str, start: int, end: int, head: bool,
+                  tail: bool) -> list[tuple[int, int, int]]:
+        """A piece of a llama.cpp unigram text: a fragment, or the rest of one from the cut r,
+        as one (after a space) or going on inside a word (`edit_cuts`, `_inside`)."""
+        return self.tokenizer.fragment_spans(text, start, end, inside=not head and self._inside)
 
     def _wordpiece_part(self, text: str, start: int, end: int, head: bool,
                         tail: bool) -> list[tuple[int, int, int]]:

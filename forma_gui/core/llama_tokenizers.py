@@ -365,6 +365,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         self._tables: dict | None = None
         self._plain_run: re.Pattern | None = None
         self._opens: dict[str, bool] = {}  # `opens_word`
+        self._alone: dict[str, bytes | None] = {}  # `alone`
         self._small_words: dict[bytes, tuple] = {}  # `_small_fragment_spans`
         self._lock = threading.Lock()
 
@@ -417,12 +418,14 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         unk = self.vocab.specials.get("unk")
         return -1 if unk is None else unk
 
-    def _fragment_spans(self, text: str, start: int, end: int,
-                        after_special: bool) -> list[tuple[int, int, int]]:
+    def _fragment_spans(self, text: str, start: int, end: int, after_special: bool,
+                        inside: bool = False) -> list[tuple[int, int, int]]:
+        """Tokens of the raw fragment ``text[start:end]`` with spans in `text`; with `inside`,
+        of the part of a fragment that starts inside a word (`edit_cuts`: no space opens it)."""
         if end - start <= SMALL_FRAGMENT and self._words_apart() and end - start <= self.exact_chars():
-            return self._small_fragment_spans(text, start, end)
+            return self._small_fragment_spans(text, start, end, inside)
         data = text[start:end].encode("utf-8", "surrogatepass")
-        normalized, n2o = self.normalize_columns(data)
+        normalized, n2o = self.normalize_columns(data, inside)
         if not normalized:
             return []
         import numpy as np
@@ -435,12 +438,13 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         byte_spans = list(zip(ids.tolist(), ob.tolist(), np.maximum(ob, oe).tolist()))
         return char_spans(text, start, byte_spans, data)
 
-    def _small_fragment_spans(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+    def _small_fragment_spans(self, text: str, start: int, end: int,
+                              inside: bool = False) -> list[tuple[int, int, int]]:
         """`_fragment_spans` of a short fragment (an edit's region) in plain Python, each
         word (from one ▁ to the next) segmented alone and cached: no piece crosses a ▁ and
         every sum is exact (`edit_reason`), so a word's cut is the same wherever it stands."""
         data = text[start:end].encode("utf-8", "surrogatepass")
-        normalized, n2o = self._normalize_small(data)
+        normalized, n2o = self._normalize_small(data, inside)
         if not normalized:
             return []
         n2o.append(len(data))  # (the end maps past)
@@ -495,10 +499,10 @@ class LlamaUGMTokenizer(LlamaTokenizer):
             return f"a piece holds ▁ after another character ({spaced!r}): the Viterbi crosses word starts"
         return ""
 
-    def _normalize_small(self, data: bytes) -> tuple[bytes, list[int]]:
+    def _normalize_small(self, data: bytes, inside: bool = False) -> tuple[bytes, list[int]]:
         """`normalize` of a short input in plain Python: the pieces as `_mapped` cuts them (a
         run's bytes at their character's start, another piece's at the piece's), then the
-        spaces as `_spaced` places them."""
+        spaces as `_spaced` places them (`inside`: after a word's first byte, see there)."""
         run = self.plain_run()
         mapped, offsets = bytearray(), []
         pos, n = 0, len(data)
@@ -524,7 +528,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         merge = flags.get("remove_extra_whitespaces", False)
         prepend = not suffix and flags.get("add_space_prefix", False)
         out, n2o = bytearray(), []
-        blank_before, opened = True, False
+        blank_before, opened = not inside, inside
         for byte, offset in zip(mapped, offsets):
             if byte == 0x20:
                 if not merge:
@@ -609,43 +613,100 @@ class LlamaUGMTokenizer(LlamaTokenizer):
 
     def edit_cuts(self):
         """The rule core.incremental cuts by, on two adjacent characters ``pair`` (a
-        2-character str): True where the first is whitespace that normalizes alone (ASCII, in
-        no longer charsmap key or user-defined token, mapped to bytes that end in a space) and
-        the second opens a word (every piece the normalizer may begin there starts with a byte
-        other than a space). See `edit_reason`.
+        2-character str): True where the second opens a word (every piece the normalizer may
+        begin there starts with a byte other than a space) and the first normalizes alone
+        (ASCII, in no longer charsmap key or user-defined token) to bytes that end either
+
+        * in a space: the normalized text has a ▁ there (`edit_reason`), or
+        * in another character x, with x and the first character y of whatever the second
+          may become standing side by side in no piece, and one of them a piece: every path
+          passes between them and no unknown run joins across (`_joins_apart`). The part
+          after such a cut is normalized as going on inside a word (`fragment_spans`'
+          `inside`): a run of text without spaces, CJK or a long URL, is cut at its ASCII
+          characters, not only at the spaces around it.
 
         >>> from forma_gui.core.llama_vocab import LlamaVocab
-        >>> tok = LlamaUGMTokenizer(LlamaVocab(["<unk>", SPACE, SPACE + "a", "b"], [2, 1, 1, 1],
+        >>> tok = LlamaUGMTokenizer(LlamaVocab(["<unk>", SPACE, SPACE + "a", "b"], [1, 4, 4, 4],
         ...                                    [0.0, -1.0, -2.0, -3.0], specials={"unk": 0},
         ...                                    flags={"remove_extra_whitespaces": True}))
-        >>> [tok.edit_cuts()(pair) for pair in (" a", "a ", "  ", "ab", "\ta")]  # (no charsmap: a tab is no space)
-        [True, False, False, False, False]
+        >>> [tok.edit_cuts()(pair) for pair in (" a", "a ", "  ", "ab", "ba", "\\ta")]
+        [True, False, False, True, True, False]
+
+        ("ab", "ba": b is a piece, so no unknown run goes on across; a tab is no space without
+        a charsmap, and neither it nor "a" is a piece.)
         """
-        ends: dict[str, bool] = {}
-        opens_word = self.opens_word
+        inside: dict[str, bool] = {}
+        opens_word, alone = self.opens_word, self.alone
 
         def is_cut(pair: str) -> bool:
-            first = ends.get(pair[0])
-            if first is None:
-                first = ends[pair[0]] = self._ends_in_space(pair[0])
-            return first and opens_word(pair[1])
+            first = alone(pair[0])
+            if first is None or not opens_word(pair[1]):
+                return False
+            if first.endswith(b" "):
+                return True
+            found = inside.get(pair)
+            if found is None:
+                if len(inside) >= SMALL_WORDS:
+                    inside.clear()
+                found = inside[pair] = self._joins_apart(first, pair[1])
+            return found
         return is_cut
 
-    def _ends_in_space(self, ch: str) -> bool:
-        """Whether `ch` is a piece of the normalizer on its own, wherever it stands, whose
-        bytes end in a space (`edit_cuts`)."""
-        if len(ch) != 1 or not 0 < ord(ch) < 0x80:
+    def alone(self, ch: str) -> bytes | None:
+        """What `ch` normalizes to when it is a piece of the normalizer on its own wherever it
+        stands (ASCII, but NUL, in no longer charsmap key or user-defined token), else None
+        (`edit_cuts`). Cached per character."""
+        if ch in self._alone:
+            return self._alone[ch]
+        found = None
+        if len(ch) == 1 and 0 < ord(ch) < 0x80:
+            data = ch.encode()
+            if not any(data in path for path in self.tables()["user_paths"]):
+                found = data
+                if self.charsmap is not None:
+                    length, replacement = self.charsmap.longest_prefix(data, 0)
+                    found = None if self.charsmap.in_longer_key(data[0]) else replacement if length else data
+        self._alone[ch] = found
+        return found
+
+    def _joins_apart(self, mapped: bytes, ch: str) -> bool:
+        """Whether the Viterbi passes between `mapped` (what a character normalizes to alone,
+        not ending in a space) and whatever `ch` may become: no piece holds the last character
+        of one and the first of the other side by side, and one of the two is a piece."""
+        try:
+            last = mapped.decode("utf-8")[-1:]
+        except UnicodeDecodeError:
             return False
-        data = ch.encode()
-        if any(data in path for path in self.tables()["user_paths"]):
+        if not last:
             return False
-        mapped = data
-        if self.charsmap is not None:
-            if self.charsmap.in_longer_key(data[0]):
+        data = ch.encode("utf-8", "surrogatepass")
+        outputs = [data] + (self.charsmap.replacements_from(data) if self.charsmap is not None else [])
+        pairs, prefixes = self._lattice_pairs(), self.tables()["prefixes"]
+        last_piece = prefixes.get(last.encode(), -1) >= 0
+        for output in outputs:
+            try:
+                first = output.decode("utf-8")[:1]
+            except UnicodeDecodeError:
                 return False
-            length, replacement = self.charsmap.longest_prefix(data, 0)
-            mapped = replacement if length else data
-        return mapped.endswith(b" ")
+            if not first or last + first in pairs:
+                return False
+            if not last_piece and prefixes.get(first.encode(), -1) < 0:
+                return False
+        return True
+
+    def _lattice_pairs(self) -> frozenset[str]:
+        """Every two characters that stand side by side in a piece the Viterbi may take
+        (normal, user-defined, unused ones), built once."""
+        found = getattr(self, "_pairs", None)
+        if found is None:
+            import numpy as np
+
+            texts = [t for t, a in zip(self.vocab.tokens, self.vocab.attrs)
+                     if a & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED)]
+            points = np.frombuffer("\0".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            codes = np.unique((points[:-1].astype(np.int64) << 21) | points[1:])  # code points < 2**21
+            found = self._pairs = frozenset(chr(c >> 21) + chr(c & 0x1FFFFF) for c in codes.tolist())
+        return found
 
     def opens_word(self, ch: str) -> bool:
         """Whether every piece the normalizer may begin at `ch` starts with a byte other than a
@@ -665,11 +726,12 @@ class LlamaUGMTokenizer(LlamaTokenizer):
             return True
         return all(found[:1] not in (b"", b" ") for found in self.charsmap.replacements_from(data))
 
-    def fragment_spans(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+    def fragment_spans(self, text: str, start: int, end: int, *, inside: bool = False) -> list[tuple[int, int, int]]:
         """The raw fragment ``text[start:end]``'s tokens as (id, start, end) in `text`: every
-        fragment is normalized alike (a ▁ before its first word), so a part from a cut is
-        encoded as one (`edit_reason`)."""
-        return self._fragment_spans(text, start, end, True)
+        fragment is normalized alike (a ▁ before its first word), so a part from a cut after
+        a space is encoded as one (`edit_reason`); one from a cut inside a word (after a
+        character `alone` maps to bytes that end in another one) with `inside`."""
+        return self._fragment_spans(text, start, end, True, inside)
 
     def _segments(self, normalized: bytes):
         """`_viterbi(normalized)` as (ids, starts, ends) int64 arrays, from the cached words."""
@@ -684,12 +746,12 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         normalized, n2o = self.normalize_columns(data)
         return normalized, n2o.tolist()
 
-    def normalize_columns(self, data: bytes):
+    def normalize_columns(self, data: bytes, inside: bool = False):
         """`normalize` with the offsets as an int64 numpy array. Two steps: the pieces
         (`_mapped`), then the space handling over their bytes, which depends on nothing but
-        those bytes and the flags, in numpy (`_spaced`)."""
+        those bytes and the flags, in numpy (`_spaced`; `inside`: see there)."""
         mapped, offsets = self._mapped(data)
-        return _spaced(mapped, offsets, self.vocab.flags, len(data))
+        return _spaced(mapped, offsets, self.vocab.flags, len(data), inside)
 
     def _mapped(self, data: bytes):
         """The pieces `_normalize_prefix` cuts `data` into, joined, and each byte's input
@@ -981,12 +1043,14 @@ def _key_rests(charsmap: CharsMap, node: int, prefix: bytes) -> Iterator[bytes]:
             yield from _key_rests(charsmap, child, rest)
 
 
-def _spaced(mapped: bytes, offsets, flags: dict[str, bool], size: int):
+def _spaced(mapped: bytes, offsets, flags: dict[str, bool], size: int, inside: bool = False):
     """The space handling of llm_tokenizer_ugm_session::normalize over the joined pieces
     `mapped` (`offsets`: each byte's piece start; `size`: the input length), in numpy.
     A space byte gives an (escaped) space unless spaces merge; a non-space byte after a
     space or at the start opens a word, which gets a space before it when spaces merge,
-    or the first one when a space is prepended.
+    or the first one when a space is prepended. `inside`: the bytes go on from a non-space
+    byte after the first word's start (the rest of a fragment from a cut inside a word), so
+    the start opens nothing and no space is prepended.
 
     >>> import numpy as np
     >>> flags = {"remove_extra_whitespaces": True, "escape_whitespaces": False}
@@ -1003,9 +1067,11 @@ def _spaced(mapped: bytes, offsets, flags: dict[str, bool], size: int):
     blank = raw == 0x20
     opens = ~blank
     opens[1:] &= blank[:-1]
+    if inside:
+        opens[:1] = False
     if not merge:
         prepend = not suffix and flags.get("add_space_prefix", False)
-        opens[np.flatnonzero(opens)[1 if prepend else 0:]] = False
+        opens[np.flatnonzero(opens)[1 if prepend and not inside else 0:]] = False
     width = len(space)
     count = np.where(blank, 0 if merge else width, 1) + opens * width   # (m,) output bytes
     out = np.repeat(raw, count)

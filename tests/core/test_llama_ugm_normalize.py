@@ -64,6 +64,23 @@ def assert_same(tok: LlamaUGMTokenizer, data: bytes) -> None:
     assert normalized == fast[0] and n2o.tolist() == fast[1] and str(n2o.dtype) == "int64"
     if len(data) <= 4 * SMALL_FRAGMENT:  # (an edit's region: plain Python)
         assert tok._normalize_small(data) == fast
+    assert_inside(tok, data)
+
+
+def assert_inside(tok: LlamaUGMTokenizer, data: bytes) -> None:
+    """With `inside`, the bytes normalize as they do after a "," that opened the fragment's
+    first word (a "," is in no longer key nor user-defined token: nothing joins it to what
+    follows)."""
+    flags = tok.vocab.flags
+    assert tok.alone(",") == b","
+    if flags.get("treat_whitespace_as_suffix") and flags.get("add_space_prefix"):
+        return  # (a suffix space closes the fragment, not the ",")
+    head = tok._normalize_reference(b",")[0]
+    full, n2o = tok._normalize_reference(b"," + data)
+    want = (full[len(head):], [o - 1 for o in n2o[len(head):]])
+    assert tok._normalize_small(data, inside=True) == want, data
+    normalized, offsets = tok.normalize_columns(data, inside=True)
+    assert (normalized, offsets.tolist()) == want, data
 
 
 def test_botchan_equals_reference(t5, variants):
