@@ -217,3 +217,19 @@ def test_botchan_fast_path_equals_viterbi(t5):
 def test_spans_equal_the_reference(t5, text):
     expected = char_spans(text, 0, reference_spans(t5, text), text.encode())
     assert t5._fragment_spans(text, 0, len(text), False) == expected
+
+
+@pytest.mark.parametrize("extra", ["", " ßþ ∑∑∑ 日本語 😀👍🏽 \ud800 x \x00 ﬁ ｆｕｌｌ \u200b "])
+def test_long_fragment_columns_equal_the_spans(t5, extra):
+    """The numpy columns of a long fragment (the whole-text path) against the spans, ASCII only
+    (byte offsets are character offsets) and with characters of every UTF-8 length, a lone
+    surrogate, a NUL and characters nmt_nfkc maps."""
+    from forma_gui.core.llama_tokenizers import SMALL_FRAGMENT
+
+    text = data_file("sentencepiece", "botchan.txt").read_text("utf-8")[:40_000]
+    text = "".join(ch for ch in text if ch.isascii())
+    text = text[:20_000] + extra + text[20_000:]
+    assert len(text) > SMALL_FRAGMENT and text.isascii() == (not extra)
+    ids, starts, ends = t5._fragment_columns(text, 7, len(text) - 3, True)
+    spans = t5._fragment_spans(text, 7, len(text) - 3, True)
+    assert list(zip(map(int, ids), map(int, starts), map(int, ends))) == spans
