@@ -424,19 +424,8 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         of the part of a fragment that starts inside a word (`edit_cuts`: no space opens it)."""
         if end - start <= SMALL_FRAGMENT and self._words_apart() and end - start <= self.exact_chars():
             return self._small_fragment_spans(text, start, end, inside)
-        data = text[start:end].encode("utf-8", "surrogatepass")
-        normalized, n2o = self.normalize_columns(data, inside)
-        if not normalized:
-            return []
-        import numpy as np
-
-        ids, starts, ends = self._segments(normalized)
-        keep = ids >= 0  # no unknown token to stand for an unknown character
-        ids, starts, ends = ids[keep], starts[keep], ends[keep]
-        offsets = np.append(n2o, len(data))  # (n + 1,): the end maps past
-        ob, oe = offsets[starts], offsets[ends]
-        byte_spans = list(zip(ids.tolist(), ob.tolist(), np.maximum(ob, oe).tolist()))
-        return char_spans(text, start, byte_spans, data)
+        ids, starts, ends = self._numpy_columns(text, start, end, inside)
+        return list(zip(ids.tolist(), starts.tolist(), ends.tolist()))
 
     def _fragment_columns(self, text: str, start: int, end: int, after_special: bool):
         """`_fragment_spans` as (ids, starts, ends) columns: numpy all the way for a long
@@ -444,12 +433,20 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         byte-to-character table in Python)."""
         if end - start <= SMALL_FRAGMENT:
             return super()._fragment_columns(text, start, end, after_special)
+        return self._numpy_columns(text, start, end)
+
+    def _numpy_columns(self, text: str, start: int, end: int, inside: bool = False):
+        """(ids, starts, ends) int64 arrays of ``text[start:end]``: the numpy normalizer, the
+        cached words (`_segments`), byte offsets mapped back through the normalizer's and then
+        to characters by a cumulative count of UTF-8 lead bytes (`char_spans`' rule: a span
+        starts at its first byte's character and ends after its last byte's)."""
         import numpy as np
 
         data = text[start:end].encode("utf-8", "surrogatepass")
-        normalized, n2o = self.normalize_columns(data)
+        normalized, n2o = self.normalize_columns(data, inside)
         if not normalized:
-            return [], [], []
+            none = np.zeros(0, dtype=np.int64)
+            return none, none, none
         ids, starts, ends = self._segments(normalized)
         keep = ids >= 0  # no unknown token to stand for an unknown character
         ids, starts, ends = ids[keep], starts[keep], ends[keep]
