@@ -439,6 +439,7 @@ class IncrementalEncoder:
         self._spelled_words: dict[tuple, tuple | None] = {}  # `_word_again`'s token runs
         self._wp = wordpiece and not self.reason
         self._exact_chars = tokenizer.exact_chars() if self._wp and _is_ugm(tokenizer) else None
+        self._inside = False  # llama.cpp's unigram: the region starts at a cut inside a word
         # the tokenizer's cut rule on two adjacent characters (edit_cuts)
         self._is_cut = tokenizer.edit_cuts() if self._spm or self._sp or self._wp else None
         self._words_exact = getattr(tokenizer, "words_exact", None)  # llama.cpp BPE: per region
@@ -684,7 +685,8 @@ class IncrementalEncoder:
         if self._ug:
             return self._retokenize_unigram(r, r != seg_lo, q, q_is_cut, matches, delta, limit)
         if self._exact_chars is not None:  # a cut inside a word: the rest goes on without a ▁
-            self._inside = r != seg_lo and not (self.tokenizer.alone(self._blocks.slice(r - 1, r)) or b" ").endswith(b" ")
+            before = self.tokenizer.alone(self._blocks.slice(r - 1, r)) if r != seg_lo else None
+            self._inside = bool(before) and not before.endswith(b" ")
         if self._sp or self._wp:
             return self._retokenize_with_gaps(r, r != seg_lo, q, q_is_cut, matches, delta)
         if self._spm:

@@ -40,7 +40,7 @@ from forma_gui.core.llama_pre import LlamaPreTokenizer, count_undefined
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
                                         LlamaTokenizer, LlamaVocab, char_spans)
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, _alternation,
-                                          _byte_class, backtrack, f32, merge_adjacent,
+                                          _byte_class, adjacent_pairs, backtrack, f32, merge_adjacent,
                                           lattice_steps, merge_by_score)
 from forma_gui.core.slices import cut_slices, pause, sliced_dict, sliced_map
 from forma_gui.core.tokenizer import Alternative, MergeStep
@@ -253,12 +253,7 @@ class LlamaSPMTokenizer(LlamaTokenizer):
         """
         with self._lock:
             if self._joinable is None:
-                import numpy as np
-
-                joined = "\0".join(self.vocab.token_to_id)
-                points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-                codes = np.unique((points[:-1].astype(np.int64) << 21) | points[1:])  # code points < 2**21
-                self._joinable = frozenset(chr(c >> 21) + chr(c & 0x1FFFFF) for c in codes.tolist())
+                self._joinable = adjacent_pairs(self.vocab.token_to_id)
             return self._joinable
 
     def edit_cuts(self):
@@ -725,13 +720,8 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         (normal, user-defined, unused ones), built once."""
         found = getattr(self, "_pairs", None)
         if found is None:
-            import numpy as np
-
-            texts = [t for t, a in zip(self.vocab.tokens, self.vocab.attrs)
-                     if a & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED)]
-            points = np.frombuffer("\0".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-            codes = np.unique((points[:-1].astype(np.int64) << 21) | points[1:])  # code points < 2**21
-            found = self._pairs = frozenset(chr(c >> 21) + chr(c & 0x1FFFFF) for c in codes.tolist())
+            found = self._pairs = adjacent_pairs(t for t, a in zip(self.vocab.tokens, self.vocab.attrs)
+                                                 if a & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED))
         return found
 
     def opens_word(self, ch: str) -> bool:

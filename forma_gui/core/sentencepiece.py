@@ -743,6 +743,21 @@ _WORD_CUT = re.compile(rb"(?<!\xe2\x96\x81)(?<=.)(?=\xe2\x96\x81)", re.S)
 WORD_SLICE = 1 << 16
 
 
+def adjacent_pairs(texts: Iterable[str]) -> frozenset[str]:
+    """Every two characters that stand side by side in one of `texts`: one vectorized pass
+    over the texts joined by NUL (the pairs with a NUL that adds only hide places where a text
+    could be cut).
+
+    >>> sorted(adjacent_pairs(["ab", "c"]))
+    ['\\x00c', 'ab', 'b\\x00']
+    """
+    import numpy as np
+
+    points = np.frombuffer("\0".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    codes = np.unique((points[:-1].astype(np.int64) << 21) | points[1:])  # code points < 2**21
+    return frozenset(chr(c >> 21) + chr(c & 0x1FFFFF) for c in codes.tolist())
+
+
 def split_at_word_starts(normalized: bytes) -> list[bytes]:
     """``_WORD_CUT.split(normalized)``, one slice of about `WORD_SLICE` bytes at a time, each
     ending at a cut: a slice then starts with a ``▁`` after a non-``▁``, where the whole
@@ -1866,12 +1881,8 @@ class SentencePieceTokenizer(Tokenizer):
         pass over the texts joined by NUL, whose extra pairs only hide cuts."""
         pairs = self.__dict__.get("_piece_pairs")
         if pairs is None:
-            import numpy as np
-
-            texts = [p for p, t in zip(self.pieces, self.types) if t in MODEL_PIECE_TYPES]
-            points = np.frombuffer("\0".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-            codes = np.unique((points[:-1].astype(np.int64) << 21) | points[1:])  # code points < 2**21
-            pairs = self._piece_pairs = frozenset(chr(c >> 21) + chr(c & 0x1FFFFF) for c in codes.tolist())
+            pairs = self._piece_pairs = adjacent_pairs(
+                p for p, t in zip(self.pieces, self.types) if t in MODEL_PIECE_TYPES)
         return pairs
 
     def fragment_spans(self, text: str, start: int, end: int, *, head: bool,
