@@ -143,6 +143,9 @@ def _live(tok, doc: str, *, own: bool = False, n_edits: int = 1000) -> tuple:
         walk = statistics.median(walks) * 1e3
         rest = statistics.median(t - w for t, w in zip(times, walks)) * 1e3
         note += f"; the walk {walk:.2f} ms at the median, an edit without it {rest:.2f} ms"
+        chains = getattr(enc, "_chains", None)
+        if chains is not None and chains.hits + chains.misses:
+            note += f"; chains between resets replayed {chains.hits} of {chains.hits + chains.misses}"
     if own:
         same = "identical" if list(enc.ids) == tok.encode(enc.text) else "DIFFER"
         scratch = median_time(lambda: tok.segment_columns(doc), repeat=3)

@@ -128,9 +128,12 @@ normalizer and the model fall apart (`EditCuts`, a rule on the two characters al
   (`_word_again`: pieces' texts, the texts unknown pieces stood for, byte pieces' bytes) and
   goes on when its tokens stay, else is re-encoded from the text between the cuts around it.
   The walk stops where a word's new start score, after the reset, is the one kept there (all
-  after it is then the old text's), at a special token or at the end. It usually runs to the
-  end: the old and new scores differ by about the edit's own score, and they only meet again
-  where both reset at the same word start.
+  after it is then the old text's), at a special token or at the end. The old and new scores
+  differ by about the edit's own score, and they only meet again where both reset at the
+  same place: on the bench's 1 MB document a walk passes 3-4 resets at the median. From a
+  word after a reset of the new scores to the word after their next one, the walk depends
+  only on that word's start score and the tokens, so such chains are kept and replayed by
+  later walks (`core.chain_memo`).
 * word and char models re-encode in full (`reason`); so do models without an unknown piece,
   charsmaps whose keys or outputs are not whole UTF-8 characters, and unigram scores that only
   the whole-text Viterbi handles.
@@ -437,6 +440,11 @@ class IncrementalEncoder:
         # that changes the token count moves the shorter side of the columns, not the tail
         self._scores = None  # (a DequeColumns once a text has them: numpy is imported late)
         self._spelled_words: dict[tuple, tuple | None] = {}  # `_word_again`'s token runs
+        self._chains = None  # a unigram .model's walk: its chains between resets (`ChainMemo`)
+        if self._ug:
+            from forma_gui.core.chain_memo import ChainMemo
+
+            self._chains = ChainMemo()
         self._wp = wordpiece and not self.reason
         self._exact_chars = tokenizer.exact_chars() if self._wp and _is_ugm(tokenizer) else None
         self._inside = False  # llama.cpp's unigram: the region starts at a cut inside a word
@@ -525,6 +533,8 @@ class IncrementalEncoder:
         self._surrogates, self._clean, self._aligned = 0, True, True
         self.ids, self.starts, self.ends, self.flags, self.nbytes = ids, starts, ends, flags, nbytes
         self._stale = False
+        if self._chains is not None:
+            self._chains.clear()
         if self._added is not None:
             self._m_starts = array("i", [s for s, _ in matches or ()])
             self._m_ends = array("i", [e for _, e in matches or ()])
@@ -569,6 +579,7 @@ class IncrementalEncoder:
 
             self._scores = DequeColumns(_SCORE_COLUMNS)
         self._scores.set([before, adds, count, _bounds32(bound), char])
+        self._chains.clear()
         self._aligned = True
         return True
 
@@ -885,10 +896,13 @@ class IncrementalEncoder:
         the scores are summed over them a stretch at a time (`_sum_words`); a word that leaves
         its bound is segmented again from its tokens' bytes (`_word_again`), and one whose
         tokens then change is re-encoded from the last cut before it to the first cut after
-        it where a word starts (`_reencode_word`). False to fall back (with a limit: more
-        words re-encoded than `WALK_REGIONS` or segmented again than `WALK_WORDS`)."""
+        it where a word starts (`_reencode_word`). From a word after a reset to the word after
+        the next one the walk is a chain kept for later walks (`core.chain_memo`): one seen
+        before is replayed, not summed. False to fall back (with a limit: more words
+        re-encoded than `WALK_REGIONS` or segmented again than `WALK_WORDS`)."""
         merged, regions = self.last_splice, 0
-        self._window, self._resegmented = WALK_WINDOW, 0
+        self._window, self._resegmented, self._reset_exit = WALK_WINDOW, 0, False
+        chains, chain = self._chains, None  # (the chain being summed: its first token, start, count)
         while True:
             n = len(self.ids)
             if k >= n or self.flags[k] & SPECIAL:
@@ -899,10 +913,30 @@ class IncrementalEncoder:
                 break  # the same score after the reset: the rest is the old text's
             bound = self._bound[k]
             if abs(_rebased(b)) <= bound:  # (False for NaN)
+                if self._reset_exit:  # a chain starts here: replay it when kept, else keep it
+                    kept = chains.get(k, b)
+                    if kept is not None:
+                        last = k + 1 + len(kept.values)
+                        self._before[k + 1:last] = kept.values
+                        k, b = last, kept.end_score
+                        self._resegmented += kept.resegmented
+                        self._window = kept.window
+                        if limit is not None and self._resegmented > WALK_WORDS:
+                            return False
+                        continue
+                    chain = (k, b, self._resegmented)
                 k, b = self._sum_words(k, _rebased(b))
+                if chain is not None and self._reset_exit:
+                    first, start, counted = chain
+                    from forma_gui.core.chain_memo import Chain
+
+                    chains.put(first, k, start, Chain(self._before[first + 1:k].copy(), b,
+                                                      self._resegmented - counted, self._window))
+                    chain = None
                 if limit is not None and self._resegmented > WALK_WORDS:
                     return False
                 continue
+            chain, self._reset_exit = None, False
             regions += 1
             if limit is not None and regions > WALK_REGIONS:
                 return False
@@ -930,6 +964,7 @@ class IncrementalEncoder:
 
         n, window = len(self.ids), self._window
         kept, bound = self._before, self._bound
+        self._reset_exit = False
         while True:  # up to a special token, the end, or the window's last word start
             hi = min(n, k + window)
             ahead = bound[k + 1:hi]
@@ -967,6 +1002,7 @@ class IncrementalEncoder:
             if found != run[at[j + 2]]:  # the same tokens, and a reset inside: start again
                 kept[marks[:j + 1]] = new_m[:j + 1]
                 self._window = max(WALK_WINDOW, (m_next - k) * 5 // 4)
+                self._reset_exit = True
                 return m_next, found
         kept[marks] = new_m  # kept at word starts
         # past a place the old scores were reset, the new ones were not yet: soon, if at all
@@ -1176,6 +1212,8 @@ class IncrementalEncoder:
         if extra is not None:
             before, adds, count, bound, char = extra
             self._scores.splice(i0, j0, [before, adds, count, _bounds32(bound), char])
+        if self._chains is not None:
+            self._chains.splice(i0, j0, len(ids))
         tail = i0 + len(ids)
         if delta and tail < len(self.ids):
             for column in (self.starts, self.ends):

@@ -142,6 +142,32 @@ def test_random_edits_in_a_long_text(variants, label):
     assert enc.full_encodes == 0
 
 
+@pytest.mark.parametrize("label", ["scores x400", "tied, x400", "byte fallback, x400"])
+def test_typing_replays_the_chains_kept_between_resets(variants, label):
+    """Keystrokes at one place walk the same chains from a reset to the next again: the walk
+    replays them (`core.chain_memo`), and every edit still gives the ids and path scores of a
+    fresh encode; an encoder that never replays ends with the same columns."""
+    tok, library = variants[label]
+    rng = random.Random(label)
+    text = (LINE + "+-------+-------+\n# were ---- 東京" * 3) * 12
+    enc, plain = inc.IncrementalEncoder(tok, text), inc.IncrementalEncoder(tok, text)
+    plain._chains.get = lambda first, start: None
+    for k in range(48):
+        if k % 16 == 0:
+            at = rng.randrange(len(text) // 2)
+        start, removed = at + rng.randint(0, 3), rng.randint(0, 1)
+        inserted = rng.choice(["x", "-", " ", "e", ""])
+        for e in (enc, plain):
+            e.apply_edit(start, removed, inserted)
+        text = text[:start] + inserted + text[start + removed:]
+        check_scores(enc, tok, text, library)
+    assert enc._chains.hits > 0
+    assert list(enc.ids) == list(plain.ids) and list(enc.starts) == list(plain.starts)
+    words = ~np.isnan(np.asarray(enc._bound))
+    assert (np.asarray(enc._before)[words] == np.asarray(plain._before)[words]).all()
+    assert enc.full_encodes == plain.full_encodes == 0
+
+
 def test_the_walk_stops_where_the_scores_meet(variants):
     """An edit that leaves the path score after its region unchanged re-encodes only the
     region; one that changes it walks on, and the splice covers the tokens that changed."""
