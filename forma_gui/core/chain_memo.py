@@ -19,6 +19,8 @@ the tokens drops the chains whose tokens it touches and moves the later ones wit
 from __future__ import annotations
 
 import struct
+from array import array
+from bisect import bisect_left, bisect_right
 from typing import NamedTuple
 
 import numpy as np
@@ -64,15 +66,20 @@ class ChainMemo:
         self.clear()
 
     def __len__(self) -> int:
-        return self._n - self._dead
+        return len(self._first)
 
     def clear(self) -> None:
         """Forget every chain (the tokens were encoded anew)."""
-        # per slot: first and last token (first -1: dropped), the start score's bits, the
-        # number of scores; slots are compacted when half of them are dropped
-        self._cols = np.zeros((4, 64), dtype=np.int64)
-        self._chains: list[Chain | None] = []
-        self._n = self._dead = self._values = 0
+        # per chain, ordered by first token: its first and last token (int64 arrays: bisected
+        # as they are, moved by a splice through a numpy view), the start score's bits, its
+        # number of scores, when it was kept (the oldest go first past the limit), the chain
+        self._first, self._last = array("q"), array("q")
+        self._bits: list[int] = []
+        self._size: list[int] = []
+        self._stamp: list[int] = []
+        self._chains: list[Chain] = []
+        self._values = self._stamps = 0
+        self._longest = 0  # tokens: no chain kept is longer (a splice looks this far back)
 
     def get(self, first: int, start: float) -> Chain | None:
         """The chain from token `first` with path score `start` before it, if kept."""
@@ -86,7 +93,7 @@ class ChainMemo:
     def span(self, first: int, start: float) -> tuple[int, int] | None:
         """(first, last) of the chain kept from `first` with `start`, or None."""
         i = self._find(first, start)
-        return None if i is None else (int(self._cols[0, i]), int(self._cols[1, i]))
+        return None if i is None else (self._first[i], self._last[i])
 
     def put(self, first: int, last: int, start: float, chain: Chain) -> None:
         """Keep the chain over tokens first..last (its scores before first+1..last-1)."""
@@ -95,57 +102,55 @@ class ChainMemo:
             return
         if self._values + size > self.max_values:
             self._drop_oldest(self._values + size - self.max_values)
-        if self._n == self._cols.shape[1]:
-            self._compact(grow=True)
-        self._cols[:, self._n] = (first, last, _bits(start), size)
-        self._chains.append(chain)
-        self._n += 1
+        i = bisect_right(self._first, first)
+        for column, value in zip(self._columns(), (first, last, _bits(start), size, self._stamps, chain)):
+            column.insert(i, value)
         self._values += size
+        self._stamps += 1
+        self._longest = max(self._longest, last - first)
 
     def splice(self, i0: int, j0: int, added: int) -> None:
         """Tokens i0..j0 were replaced by `added` tokens: drop the chains that touch them (or
         end just before them), move the ones after them."""
-        if self._n == self._dead:
-            return
-        first, last = self._cols[0, :self._n], self._cols[1, :self._n]
-        self._drop(np.flatnonzero((first <= j0) & (last >= i0 - 1) & (first >= 0)))
+        firsts, lasts = self._first, self._last
+        lo = bisect_left(firsts, i0 - 1 - self._longest)
+        hi = bisect_right(firsts, j0)  # (chains lo..hi start early enough to touch them)
+        gone = [i for i in range(lo, hi) if lasts[i] >= i0 - 1]
+        for i in reversed(gone):
+            self._values -= self._size[i]
+            for column in self._columns():
+                del column[i]
+        hi -= len(gone)
         delta = added - (j0 - i0)
-        if delta:
-            first, last = self._cols[0, :self._n], self._cols[1, :self._n]  # (compacted, maybe)
-            after = first > j0
-            first[after] += delta
-            last[after] += delta
+        if delta and hi < len(firsts):
+            for column in (firsts, lasts):
+                view = np.frombuffer(column, dtype=np.int64)
+                view[hi:] += delta
+                del view  # (an array cannot change its size while a view of it exists)
 
     # ---- inside ---------------------------------------------------------------------------
+    def _columns(self) -> tuple:
+        return self._first, self._last, self._bits, self._size, self._stamp, self._chains
+
     def _find(self, first: int, start: float) -> int | None:
-        bits = _bits(start)
-        for i in np.flatnonzero(self._cols[0, :self._n] == first).tolist():
-            if self._cols[2, i] == bits:
+        firsts, bits = self._first, _bits(start)
+        i = bisect_left(firsts, first)
+        while i < len(firsts) and firsts[i] == first:
+            if self._bits[i] == bits:
                 return i
+            i += 1
         return None
-
-    def _drop(self, slots: np.ndarray) -> None:
-        """Drop the chains in these live slots."""
-        if len(slots):
-            self._values -= int(self._cols[3, slots].sum())
-            self._cols[0, slots] = -1
-            for i in slots.tolist():
-                self._chains[i] = None
-            self._dead += len(slots)
-            if 2 * self._dead > self._n:
-                self._compact()
-
-    def _compact(self, grow: bool = False) -> None:
-        """Slots without the dropped chains (with room for as many again when growing)."""
-        live = np.flatnonzero(self._cols[0, :self._n] >= 0)
-        cols = np.zeros((4, max(64, 2 * len(live) if grow else self._cols.shape[1])), dtype=np.int64)
-        cols[:, :len(live)] = self._cols[:, live]
-        self._cols = cols
-        self._chains = [self._chains[i] for i in live.tolist()]
-        self._n, self._dead = len(live), 0
 
     def _drop_oldest(self, values: int) -> None:
         """Drop the oldest chains holding at least `values` scores (and a quarter more)."""
-        live = np.flatnonzero(self._cols[0, :self._n] >= 0)
-        held = np.cumsum(self._cols[3, live])
-        self._drop(live[:int(np.searchsorted(held, values + self.max_values // 4)) + 1])
+        goal, dropped, gone = values + self.max_values // 4, 0, set()
+        for _, i in sorted(zip(self._stamp, range(len(self._stamp)))):
+            if dropped >= goal:
+                break
+            dropped += self._size[i]
+            gone.add(i)
+        keep = [i for i in range(len(self._first)) if i not in gone]
+        for column in self._columns():
+            column[:] = type(column)("q", [column[i] for i in keep]) if isinstance(column, array) \
+                else [column[i] for i in keep]
+        self._values -= dropped
