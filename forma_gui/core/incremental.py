@@ -441,6 +441,7 @@ class IncrementalEncoder:
         self._scores = None  # (a DequeColumns once a text has them: numpy is imported late)
         self._spelled_words: dict[tuple, tuple | None] = {}  # `_word_again`'s token runs
         self._chains = None  # a unigram .model's walk: its chains between resets (`ChainMemo`)
+        self._reset_exit = False  # the walk's last stretch ended after a reset inside a word
         if self._ug:
             from forma_gui.core.chain_memo import ChainMemo
 
@@ -900,6 +901,8 @@ class IncrementalEncoder:
         the next one the walk is a chain kept for later walks (`core.chain_memo`): one seen
         before is replayed, not summed. False to fall back (with a limit: more words
         re-encoded than `WALK_REGIONS` or segmented again than `WALK_WORDS`)."""
+        from forma_gui.core.chain_memo import Chain
+
         merged, regions = self.last_splice, 0
         self._window, self._resegmented, self._reset_exit = WALK_WINDOW, 0, False
         chains, chain = self._chains, None  # (the chain being summed: its first token, start, count)
@@ -928,8 +931,6 @@ class IncrementalEncoder:
                 k, b = self._sum_words(k, _rebased(b))
                 if chain is not None and self._reset_exit:
                     first, start, counted = chain
-                    from forma_gui.core.chain_memo import Chain
-
                     chains.put(first, k, start, Chain(self._before[first + 1:k].copy(), b,
                                                       self._resegmented - counted, self._window))
                     chain = None
