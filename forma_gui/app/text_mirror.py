@@ -84,6 +84,10 @@ class TextMirror(QObject):
         """A UTF-16 offset as a Python index."""
         return unit - bisect_left(self._astral, unit)
 
+    def python_index(self, position: int) -> int:
+        """A document position (UTF-16 code units) as an index into `text`."""
+        return self._python_index(position)
+
     def begin_batch(self) -> None:
         """Removals at one place, then insertions each right after the previous, follow (a
         selection replaced in slices: its text removed a slice at a time from its start,

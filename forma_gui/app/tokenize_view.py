@@ -504,6 +504,7 @@ class TokenizeView(QWidget):
         self._embedding = None          # the panel; False when its module is missing
         self._live: IncrementalEncoder | None = None  # tokens of mirror.text, kept edit by edit
         self._embedding_box: QWidget | None = None
+        self._caret_pending = False  # the caret moved while the tokens lagged behind the text
         self._runner = LatestRunner(self)
         self._runner.finished.connect(self._on_result)
         self._runner.failed.connect(self._on_failure)
@@ -528,6 +529,7 @@ class TokenizeView(QWidget):
         self.mirror = self.editor.mirror
         self.mirror.changed.connect(self._follow_edit)
         self.mirror.changed.connect(self._schedule)
+        self.editor.cursorPositionChanged.connect(self._on_caret_moved)
         self.editor.paste_progressed.connect(self._on_paste_progress)
         self.canvas = TokenCanvas(self)
         self.canvas.token_clicked.connect(self.select_index)
@@ -773,6 +775,29 @@ class TokenizeView(QWidget):
         self.canvas.set_highlight_id(self.session.selected_token)
         self.editor.setExtraSelections([])
         self._update_stats()
+        if self._caret_pending:
+            self._follow_caret()
+
+    def _on_caret_moved(self) -> None:
+        """The user typed or moved in the text: the token panes follow the caret (now, or
+        once the tokens have caught up with the text)."""
+        if self.editor.pasting:
+            return
+        self._caret_pending = True
+        if self.mirror.text is self.text:
+            self._follow_caret()
+
+    def _follow_caret(self) -> None:
+        """Scroll the token canvas and table to the token at the caret (when it is out of
+        view: typing inside what is shown scrolls nothing)."""
+        self._caret_pending = False
+        n = len(self.tokens)
+        if not n or self.mirror.text is not self.text:
+            return
+        at = self.mirror.python_index(self.editor.textCursor().position())
+        k = max(0, min(n - 1, bisect_right(self.tokens.starts, at) - 1))
+        self.canvas.scroll_to_token(k)
+        self.table.scrollTo(self.model.index(k, 0))
 
     def _update_stats(self) -> None:
         if self.session.tokenizer is None:

@@ -72,6 +72,44 @@ def test_typing_into_a_large_document_re_encodes_locally(qtbot, view, gpt2):
     assert live.last_splice.removed < 20
 
 
+def _in_view(view, k: int) -> bool:
+    """Whether token k is laid out and inside the canvas's viewport."""
+    rect = view.canvas.token_rect(k)
+    return rect is not None and rect.top() >= 0 and rect.bottom() <= view.canvas.viewport().height()
+
+
+def _caret_token(view) -> int:
+    """The index of the token at the editor's caret, from the tokens' Python offsets."""
+    units = view.mirror.text.encode("utf-16-le")[:2 * view.editor.textCursor().position()]
+    at = len(units.decode("utf-16-le"))
+    return max(k for k in range(len(view.tokens)) if view.tokens.starts[k] <= at)
+
+
+def test_the_token_panes_follow_the_caret(qtbot, view, gpt2):
+    """Typing or moving far down a long text scrolls the token canvas and the table to the
+    token at the caret; typing where that token is already shown scrolls nothing."""
+    text = LINE * 400
+    _load(qtbot, view, text)
+    qtbot.waitUntil(lambda: view.canvas.laid_out, timeout=20_000)
+    assert _in_view(view, 0)
+    _move_to(view, len(text) * 3 // 4)  # a caret move alone
+    k = _caret_token(view)
+    qtbot.waitUntil(lambda: _in_view(view, k), timeout=5_000)
+    assert not _in_view(view, 0)
+    rows = view.table.rowAt(0), view.table.rowAt(view.table.viewport().height() - 1)
+    assert rows[0] <= k <= (rows[1] if rows[1] >= 0 else len(view.tokens))
+    _move_to(view, 5)
+    qtbot.keyClicks(view.editor, "typed ")  # an edit near the top: the panes come back
+    qtbot.waitUntil(lambda: view.text is view.mirror.text, timeout=10_000)
+    k = _caret_token(view)
+    qtbot.waitUntil(lambda: _in_view(view, k), timeout=5_000)
+    top = view.canvas.verticalScrollBar().value()
+    qtbot.keyClicks(view.editor, "more")  # inside what is shown: no scroll
+    qtbot.waitUntil(lambda: view.text is view.mirror.text, timeout=10_000)
+    assert view.canvas.verticalScrollBar().value() == top
+    _assert_matches_fresh_encode(view, gpt2)
+
+
 def test_an_edit_that_is_not_local_goes_to_the_worker(qtbot, view):
     """A combining mark that makes Qwen3's NFC text not NFC needs the whole document
     re-encoded: the view drops the live encoder rather than re-encode on the GUI thread."""
