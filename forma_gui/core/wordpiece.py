@@ -45,9 +45,8 @@ _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 #: the words `preprocess` makes of ASCII text: letters and digits run on, every other
 #: printable character (all are punctuation or symbols) is a word of its own
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[!-/:-@\[-`{-~]")
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
-ASCII_WHITESPACE = "\t\n\x0b\x0c\r "
-_ASCII_SPACE = re.compile(r"[\t\n\x0b\x0c\r ]")
+#: a run of characters between ASCII whitespace: `preprocess` ends a word at each side
+_CHUNK = re.compile(r"[^\t\n\x0b\x0c\r ]+")
 #: words whose tokens are remembered before the cache starts again
 WORD_CACHE_LIMIT = 1 << 16
 
@@ -176,23 +175,6 @@ def preprocess(text: str, *, lowercase: bool = True,
     return words
 
 
-def _non_ascii_runs(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each run between ASCII whitespace that holds a non-ASCII character.
-
-    >>> _non_ascii_runs("ab café de 東京 x")
-    [(3, 7), (11, 13)]
-    """
-    runs: list[tuple[int, int]] = []
-    pos = 0
-    while (found := _NON_ASCII.search(text, pos)) is not None:
-        at = found.start()
-        begin = max(pos, max(text.rfind(c, pos, at) for c in ASCII_WHITESPACE) + 1)
-        space = _ASCII_SPACE.search(text, at)
-        pos = space.start() if space is not None else len(text)
-        runs.append((begin, pos))
-    return runs
-
-
 class WordPieceTokenizer(LlamaTokenizer):
     """``tokenizer.ggml.model == "bert"``: greedy longest-match WordPiece.
 
@@ -208,6 +190,7 @@ class WordPieceTokenizer(LlamaTokenizer):
         self._bytes_to_id: dict[bytes, int] | None = None
         self._max_len = 0
         self._word_cache: dict[str, tuple[tuple[int, int, int], ...]] = {}
+        self._chunk_cache: dict[str, tuple[tuple[int, int, int], ...]] = {}  # `_chunk_spans`
 
     def _normal_bytes(self, token_id: int) -> bytes:
         return self.vocab.tokens[token_id].replace(SPACE, " ").encode("utf-8", "surrogateescape")
@@ -215,6 +198,7 @@ class WordPieceTokenizer(LlamaTokenizer):
     def clear_cache(self) -> None:
         """Forget the tokens of the words seen so far (for cold-cache measurements)."""
         self._word_cache.clear()
+        self._chunk_cache.clear()
 
     def _bos_eos(self) -> tuple[list[int], list[int]]:
         """llama.cpp's WPM session always adds BOS ([CLS]) and SEP, whatever add_bos says."""
@@ -232,22 +216,49 @@ class WordPieceTokenizer(LlamaTokenizer):
 
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
-        """Cut at ASCII whitespace, where `preprocess` only ends a word: the runs holding
-        non-ASCII characters go character by character (cached per run), the rest of the
-        text a word at a time (`_ascii_spans`)."""
-        fragment = text[start:end]
+        """Cut at ASCII whitespace, where `preprocess` only ends a word: each chunk between
+        (`_chunk_spans`, cached per chunk) alone."""
         out: list[tuple[int, int, int]] = []
-        pos = 0
-        for run_start, run_end in [*_non_ascii_runs(fragment), (len(fragment), len(fragment))]:
-            if pos < run_start:
-                plain = fragment[pos:run_start]
-                out += (self._fragment_spans_reference(plain, 0, len(plain), start + pos)
-                        if _ASCII_CONTROL.search(plain) else self._ascii_spans(plain, start + pos))
-            if run_start < run_end:
-                out += self._cached(fragment[run_start:run_end], start + run_start,
-                                    self._fragment_spans_reference)
-            pos = run_end
+        cache = self._chunk_cache
+        for found in _CHUNK.finditer(text, start, end):
+            chunk, at = found.group(), found.start()
+            spans = cache.get(chunk)
+            if spans is None:
+                spans = self._chunk_spans(chunk)
+            out += [(token, at + a, at + b) for token, a, b in spans]
         return out
+
+    def _fragment_columns(self, text: str, start: int, end: int, after_special: bool):
+        """`_fragment_spans` as (ids, starts, ends) lists, without a tuple per token."""
+        ids: list[int] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        cache = self._chunk_cache
+        for found in _CHUNK.finditer(text, start, end):
+            chunk = found.group()
+            spans = cache.get(chunk)
+            if spans is None:
+                spans = self._chunk_spans(chunk)
+            at = found.start()
+            for token, a, b in spans:
+                ids.append(token)
+                starts.append(at + a)
+                ends.append(at + b)
+        return ids, starts, ends
+
+    def _chunk_spans(self, chunk: str) -> tuple[tuple[int, int, int], ...]:
+        """The tokens of a chunk between ASCII whitespace, spans from its start (kept): an
+        ASCII one without control characters a word at a time (`_ascii_spans`), any other
+        through `preprocess` (`_fragment_spans_reference`)."""
+        cache = self._chunk_cache
+        if len(cache) >= WORD_CACHE_LIMIT:
+            cache.clear()
+        if chunk.isascii() and _ASCII_CONTROL.search(chunk) is None:
+            spans = tuple(self._ascii_spans(chunk, 0))
+        else:
+            spans = tuple(self._fragment_spans_reference(chunk, 0, len(chunk)))
+        cache[chunk] = spans
+        return spans
 
     def _fragment_spans_reference(self, text: str, start: int, end: int,
                                   at: int | None = None) -> list[tuple[int, int, int]]:
