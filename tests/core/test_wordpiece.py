@@ -130,8 +130,9 @@ MIXED = st.lists(st.sampled_from(list("aZ09.,$+_~`'\" \t\n\x0b\x0c\r\x00\x07\x1c
 @settings(max_examples=MAX_EXAMPLES)
 @given(MIXED, st.booleans(), st.booleans())
 def test_fast_fragment_spans_equal_the_character_by_character_ones(bert, text, lowercase, strip):
-    """Cutting at ASCII whitespace and going a word at a time through the ASCII runs (cached)
-    gives preprocess's tokens and spans exactly, with either flag setting."""
+    """Cutting at ASCII whitespace and going a word at a time through the ASCII chunks (each
+    chunk cached) gives preprocess's tokens and spans exactly, with either flag setting, as
+    spans and as columns (of a fragment inside a longer text)."""
     tok, _ = bert
     flags = dict(tok.vocab.flags)
     tok.vocab.flags.update(lowercase=lowercase, strip_accents=strip)
@@ -140,6 +141,8 @@ def test_fast_fragment_spans_equal_the_character_by_character_ones(bert, text, l
         expected = tok._fragment_spans_reference(text, 0, len(text))
         assert tok._fragment_spans(text, 0, len(text), False) == expected
         assert tok._fragment_spans(text, 0, len(text), False) == expected  # from the cache
+        ids, starts, ends = tok._fragment_columns("<" + text + ">", 1, len(text) + 1, False)
+        assert list(zip(ids, starts, ends)) == [(t, a + 1, b + 1) for t, a, b in expected]
     finally:
         tok.vocab.flags.clear()
         tok.vocab.flags.update(flags)
