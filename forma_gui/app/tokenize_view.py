@@ -7,12 +7,15 @@ view exists) the embedding row of the selected token.
 
 Re-tokenization is debounced. Small inputs are encoded inline (a few ms); large ones go
 to a LatestRunner, so a 1 MB paste never blocks the window and only the newest text's
-result is ever shown. Every encode goes through `TokenizeView._segment`. For byte-level
-BPE, SentencePiece BPE (GGUF ones and .model files) and llama.cpp's WordPiece (see
-core.incremental) that builds an IncrementalEncoder, which then follows the editor edit by
-edit (`_follow_edit`), so a keystroke in a 1 MB document re-encodes only around itself.
-Unigram vocabularies re-segment the whole text in the worker, as columns
-(core.segment.segment_columns), not a Token object per token.
+result is ever shown. Every encode goes through `TokenizeView._segment`. For every
+tokenizer that core.incremental can follow (byte-level BPE, SentencePiece BPE and unigram
+.model files, llama.cpp's SentencePiece BPE, WordPiece and unigram) that builds an
+IncrementalEncoder, which then follows the editor edit by edit (`_follow_edit`), so a
+keystroke in a 1 MB document re-encodes only around itself. The others re-segment the whole
+text in the worker, as columns (core.segment.segment_columns), not a Token object per token.
+
+The token canvas and table follow the editor's caret (`_follow_caret`): a caret move, or an
+edit once its tokens are in, scrolls them to the token at the caret when it is out of view.
 """
 from __future__ import annotations
 
