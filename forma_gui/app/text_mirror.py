@@ -80,13 +80,9 @@ class TextMirror(QObject):
         self._astral = astral_offsets(self.text)
         self.resyncs += 1
 
-    def _python_index(self, unit: int) -> int:
-        """A UTF-16 offset as a Python index."""
-        return unit - bisect_left(self._astral, unit)
-
-    def python_index(self, position: int) -> int:
+    def python_index(self, unit: int) -> int:
         """A document position (UTF-16 code units) as an index into `text`."""
-        return self._python_index(position)
+        return unit - bisect_left(self._astral, unit)
 
     def begin_batch(self) -> None:
         """Removals at one place, then insertions each right after the previous, follow (a
@@ -126,7 +122,7 @@ class TextMirror(QObject):
 
     def _splice_batch(self, batch: dict) -> None:
         position, removed = batch["start"], batch["removed"]
-        start, stop = self._python_index(position), self._python_index(position + removed)
+        start, stop = self.python_index(position), self.python_index(position + removed)
         shift = (position if batch["end"] is None else batch["end"]) - position - removed
         lo = bisect_left(self._astral, position)
         hi = bisect_left(self._astral, position + removed)
@@ -162,7 +158,7 @@ class TextMirror(QObject):
         if expected - old_units != added - removed or position + removed > old_units:
             return False  # e.g. Qt counting the final block separator in a whole-text change
         new = self._read(position, added)
-        start, end = self._python_index(position), self._python_index(position + removed)
+        start, end = self.python_index(position), self.python_index(position + removed)
         lo, hi = bisect_left(self._astral, position), bisect_left(self._astral, position + removed)
         shift = added - removed
         self._astral[lo:] = astral_offsets(new, position) + _shifted(self._astral[hi:], shift)

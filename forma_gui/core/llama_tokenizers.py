@@ -40,8 +40,8 @@ from forma_gui.core.llama_pre import LlamaPreTokenizer, count_undefined
 from forma_gui.core.llama_vocab import (ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED,
                                         LlamaTokenizer, LlamaVocab, char_spans)
 from forma_gui.core.sentencepiece import (FLT_MAX, ONE_CHAR_LEN, SHORT_WORD, SPACE, _alternation,
-                                          _byte_class, adjacent_pairs, backtrack, f32, merge_adjacent,
-                                          lattice_steps, merge_by_score)
+                                          _byte_class, _char_columns, adjacent_pairs, backtrack, f32,
+                                          merge_adjacent, lattice_steps, merge_by_score)
 from forma_gui.core.slices import cut_slices, pause, sliced_dict, sliced_map
 from forma_gui.core.tokenizer import Alternative, MergeStep
 from forma_gui.core.unigram_paths import ranked_cuts
@@ -437,7 +437,8 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         starts at its first byte's character and ends after its last byte's)."""
         import numpy as np
 
-        data = text[start:end].encode("utf-8", "surrogatepass")
+        fragment = text[start:end]
+        data = fragment.encode("utf-8", "surrogatepass")
         normalized, n2o = self.normalize_columns(data, inside)
         if not normalized:
             none = np.zeros(0, dtype=np.int64)
@@ -447,16 +448,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
         ids, starts, ends = ids[keep], starts[keep], ends[keep]
         offsets = np.append(n2o, len(data))  # (n + 1,): the end maps past
         ob = offsets[starts]
-        oe = np.maximum(ob, offsets[ends])
-        if data.isascii():
-            return ids, ob + start, oe + start
-        raw = np.frombuffer(data, dtype=np.uint8)
-        to_char = np.empty(len(data) + 1, dtype=np.int64)  # each byte's character, then the end
-        np.cumsum((raw & 0xC0) != 0x80, out=to_char[:-1])
-        to_char[:-1] -= 1
-        to_char[-1] = end - start
-        first = to_char[ob]
-        last = np.where(oe > 0, to_char[np.maximum(oe - 1, 0)] + 1, 0)
+        first, last = _char_columns(fragment, ob, np.maximum(ob, offsets[ends]))
         return ids, first + start, np.maximum(first, last) + start
 
     def _small_fragment_spans(self, text: str, start: int, end: int,

@@ -217,19 +217,12 @@ class WordPieceTokenizer(LlamaTokenizer):
     def _fragment_spans(self, text: str, start: int, end: int,
                         after_special: bool) -> list[tuple[int, int, int]]:
         """Cut at ASCII whitespace, where `preprocess` only ends a word: each chunk between
-        (`_chunk_spans`, cached per chunk) alone."""
-        out: list[tuple[int, int, int]] = []
-        cache = self._chunk_cache
-        for found in _CHUNK.finditer(text, start, end):
-            chunk, at = found.group(), found.start()
-            spans = cache.get(chunk)
-            if spans is None:
-                spans = self._chunk_spans(chunk)
-            out += [(token, at + a, at + b) for token, a, b in spans]
-        return out
+        alone (`_fragment_columns`)."""
+        return list(zip(*self._fragment_columns(text, start, end, after_special)))
 
     def _fragment_columns(self, text: str, start: int, end: int, after_special: bool):
-        """`_fragment_spans` as (ids, starts, ends) lists, without a tuple per token."""
+        """`_fragment_spans` as (ids, starts, ends) lists, without a tuple per token: each
+        chunk between ASCII whitespace from `_chunk_spans` (cached per chunk)."""
         ids: list[int] = []
         starts: list[int] = []
         ends: list[int] = []
@@ -260,17 +253,15 @@ class WordPieceTokenizer(LlamaTokenizer):
         cache[chunk] = spans
         return spans
 
-    def _fragment_spans_reference(self, text: str, start: int, end: int,
-                                  at: int | None = None) -> list[tuple[int, int, int]]:
+    def _fragment_spans_reference(self, text: str, start: int, end: int) -> list[tuple[int, int, int]]:
         """`preprocess` character by character, then each word: the reference for
-        `_fragment_spans` (spans from `at`, default `start`)."""
+        `_fragment_spans`."""
         flags = self.vocab.flags
-        base = start if at is None else at
         out: list[tuple[int, int, int]] = []
         words = preprocess(text[start:end], lowercase=flags.get("lowercase", True),
                            strip_accents=flags.get("strip_accents", True))
         for word, where in words:
-            out.extend(self._word_spans(word, [base + i for i in where]))
+            out.extend(self._word_spans(word, [start + i for i in where]))
         return out
 
     def _cached(self, key: str, at: int, spans_of) -> list[tuple[int, int, int]]:
