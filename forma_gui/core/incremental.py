@@ -960,74 +960,81 @@ class IncrementalEncoder:
         (the sums start again there), else the stretch's end: a word start, a special token or
         the end. The scores are float32 sums over the stretch's tokens (sequential, as the
         reference adds). A stretch ends two words past the first place the old scores were
-        reset in it: the new ones are reset near there, and meet the old ones just after."""
+        reset in it: the new ones are reset near there, and meet the old ones just after.
+
+        Each numpy call costs a few microseconds here whatever its size, so a stretch makes
+        as few as it can: word starts are offsets from `base`, and a stretch without a merged
+        run of unknown pieces skips the repeat (a token that adds nothing, a special token or
+        a byte piece after an unknown piece's first, keeps a slot whose +0.0 changes no sum:
+        a path score is never -0.0, as every start is +0.0 or a float32 sum or difference of
+        nonzero values, and x - x is +0.0)."""
         import numpy as np
 
         n, window = len(self.ids), self._window
         kept, bound = self._before, self._bound
         self._reset_exit = False
+        base = k + 1
         while True:  # up to a special token, the end, or the window's last word start
             hi = min(n, k + window)
-            ahead = bound[k + 1:hi]
-            marks = np.flatnonzero(ahead == ahead) + k + 1  # (not NaN: a word's first token)
-            special = np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)[k + 1:hi] & SPECIAL) \
-                if self._added is not None else marks[:0]
-            end = int(special[0]) + k + 1 if len(special) else n if hi == n else \
-                int(marks[-1]) if len(marks) else None
-            if end is not None:
+            ahead = bound[base:hi]
+            rel = np.flatnonzero(ahead == ahead)  # word starts (not NaN: a word's first token)
+            if self._added is not None:
+                special = np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)[base:hi] & SPECIAL)
+                if len(special):
+                    end = base + int(special[0])
+                    rel = rel[:int(np.searchsorted(rel, end - base))]
+                    break
+            if hi == n:
+                end = n
+                break
+            if len(rel):
+                end = base + int(rel[-1])
+                rel = rel[:-1]
                 break
             window *= 2  # no word starts in the window
-        marks = marks[:int(np.searchsorted(marks, end))]  # (ascending: those before end)
-        old_m = kept[marks]
+        old_m = kept[base:end][rel]
         rises = old_m[1:] > old_m[:-1]  # (a start above the one before: a reset)
         first = int(rises.argmax()) if len(rises) else 0  # (the first one, or 0 when none)
-        cut = len(rises) > 0 and bool(rises[first]) and first + 3 < len(marks)
+        cut = len(rises) > 0 and bool(rises[first]) and first + 3 < len(rel)
         if cut:
             last = first + 3
-            end, marks, old_m = int(marks[last]), marks[:last], old_m[:last]
-        run, at = self._additions(k, end, marks)
-        run[0] = b
-        np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
-        new_m = run[at[1:-1]].astype(np.float64)
+            end, rel, old_m = base + int(rel[last]), rel[:last], old_m[:last]
+        count, adds = self._count[k:end], self._adds[k:end]
+        if count.max() <= 1:  # each token adds its score once, or +0.0 (none: x + 0.0 is x,
+            run = np.empty(end - k + 1, dtype=np.float32)  # and no path score is -0.0)
+            run[0] = b
+            run[1:] = adds
+            np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
+            new_m = run[1:][rel]
+        else:  # a run of unknown pieces adds the unknown score once per piece
+            added = np.cumsum(count)  # additions up to each token, itself included
+            run = np.empty(int(added[-1]) + 1, dtype=np.float32)
+            run[0] = b
+            run[1:] = np.repeat(adds, count)
+            np.cumsum(run, out=run)
+            new_m = run[added[rel]]
         meets = new_m == old_m
-        leaves = ~(np.abs(new_m) <= bound[marks])  # (a comparison with NaN warns of nothing)
+        leaves = np.abs(new_m) > bound[base:end][rel]  # (bounds at word starts are not NaN)
         # (a start past the reset leaves its bound: segmented again, it resets there, and where
         # both scores were reset the next word's start meets the old one)
-        for j in map(int, np.flatnonzero(meets | leaves)):
-            m, value = int(marks[j]), float(new_m[j])
-            m_next = int(marks[j + 1]) if j + 1 < len(marks) else end
+        starts = kept[base:end]
+        for j in np.flatnonzero(meets | leaves).tolist():
+            m, value = base + int(rel[j]), float(new_m[j])
+            m_next = base + int(rel[j + 1]) if j + 1 < len(rel) else end
             found = None if meets[j] else self._word_again(m, m_next, value)
             if found is None:  # its old score again (the rest is the old text's), or re-encode
-                kept[marks[:j]] = new_m[:j]
+                starts[rel[:j]] = new_m[:j]
                 return m, value
-            if found != run[at[j + 2]]:  # the same tokens, and a reset inside: start again
-                kept[marks[:j + 1]] = new_m[:j + 1]
+            if found != (new_m[j + 1] if j + 1 < len(rel) else run[-1]):
+                # the same tokens, and a reset inside: the sums start again after it
+                starts[rel[:j + 1]] = new_m[:j + 1]
                 self._window = max(WALK_WINDOW, (m_next - k) * 5 // 4)
                 self._reset_exit = True
                 return m_next, found
-        kept[marks] = new_m  # kept at word starts
+        starts[rel] = new_m  # kept at word starts
         # past a place the old scores were reset, the new ones were not yet: soon, if at all
         self._window = WALK_AFTER_CUT if cut else min(MAX_WALK_WINDOW, 2 * window)
         return end, float(run[-1])
-
-    def _additions(self, k: int, end: int, marks):
-        """(a float32 buffer: a slot for the start score, then the additions of tokens
-        k..end, each token's score once per addition; the addition index of k, of each mark
-        and of end)."""
-        import numpy as np
-
-        count, adds = self._count[k:end], self._adds[k:end]
-        at = np.empty(len(marks) + 2, dtype=np.intp)
-        at[0], at[1:-1], at[-1] = k, marks, end
-        if (count != 1).any():  # a run of unknown pieces adds the unknown score once per piece
-            added = np.zeros(end - k + 1, dtype=np.intp)
-            np.cumsum(count, out=added[1:])
-            run = np.empty(int(added[-1]) + 1, dtype=np.float32)
-            run[1:] = np.repeat(adds, count)
-            return run, added[at - k]
-        run = np.empty(end - k + 1, dtype=np.float32)
-        run[1:] = adds
-        return run, at - k
 
     def _word_again(self, m: int, m_next: int, b: float) -> float | None:
         """The end score `viterbi_from` gives the normalized bytes of tokens m..m_next (from a
