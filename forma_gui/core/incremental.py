@@ -1014,7 +1014,7 @@ class IncrementalEncoder:
             np.cumsum(run, out=run)
             new_m = run[added[rel]]
         meets = new_m == old_m
-        leaves = np.abs(new_m) > bound[base:end][rel]  # (bounds at word starts are not NaN)
+        leaves = np.abs(new_m) > ahead[rel]  # (bounds at word starts are not NaN; end <= hi)
         # (a start past the reset leaves its bound: segmented again, it resets there, and where
         # both scores were reset the next word's start meets the old one)
         starts = kept[base:end]
