@@ -24,8 +24,9 @@ ROOM_FRACTION = 8
 class DequeColumns:
     """Named columns of 4-byte values (``"f"`` float32, ``"i"`` int32), `splice`d in place.
 
-    Each column reads as a numpy view (`column`); a view taken before a splice still points
-    at the old place of the values, so take it again after one.
+    Each column reads as a numpy view (`column` by name, `views` in the order of the names); a
+    view taken before a splice still points at the old place of the values, so take it again
+    after one.
 
     >>> cols = DequeColumns({"x": "i", "y": "f"})
     >>> cols.set([[1, 2, 3, 4], [0.5, 1.5, 2.5, 3.5]])
@@ -50,7 +51,7 @@ class DequeColumns:
 
     def column(self, name: str) -> np.ndarray:
         """The live values of a column (a view into the buffer)."""
-        return self._views[self._names[name]]
+        return self.views[self._names[name]]
 
     def splice(self, i0: int, j0: int, columns: Sequence[Sequence]) -> None:
         """Replace positions i0..j0 of every column by the new values (one sequence per column,
@@ -118,4 +119,6 @@ class DequeColumns:
 
     def _refresh(self) -> None:
         lo, hi = self._lo, self._hi
-        self._views = [self._buf[k, lo:hi].view(dtype) for k, dtype in enumerate(self._dtypes)]
+        #: the live values of every column, in the order of the names (views: taken again on
+        #: every splice)
+        self.views = [self._buf[k, lo:hi].view(dtype) for k, dtype in enumerate(self._dtypes)]

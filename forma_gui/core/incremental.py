@@ -396,9 +396,10 @@ class TextBlocks:
         self._joined = None
 
 
-def _score_column(name: str) -> property:
-    """A view of one of a unigram .model's per-token score columns (`IncrementalEncoder._scores`)."""
-    return property(lambda self: self._scores.column(name))
+def _score_column(index: int) -> property:
+    """A view of one of a unigram .model's per-token score columns (`IncrementalEncoder._scores`;
+    the walk reads them a hundred times an edit)."""
+    return property(lambda self: self._scores.views[index])
 
 
 class IncrementalEncoder:
@@ -468,7 +469,7 @@ class IncrementalEncoder:
         self.set_text(text)
 
     # ---- a unigram .model's score columns (views: take them again after a splice) ---------
-    _before, _adds, _count, _bound, _char = (_score_column(name) for name in _SCORE_COLUMNS)
+    _before, _adds, _count, _bound, _char = (_score_column(index) for index in range(len(_SCORE_COLUMNS)))
 
     # ---- public state ------------------------------------------------------------------
     @property
@@ -977,7 +978,7 @@ class IncrementalEncoder:
         while True:  # up to a special token, the end, or the window's last word start
             hi = min(n, k + window)
             ahead = bound[base:hi]
-            rel = np.flatnonzero(ahead == ahead)  # word starts (not NaN: a word's first token)
+            rel = (ahead == ahead).nonzero()[0]  # word starts (not NaN: a word's first token)
             if self._added is not None:
                 special = np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)[base:hi] & SPECIAL)
                 if len(special):
@@ -1004,21 +1005,21 @@ class IncrementalEncoder:
             run = np.empty(end - k + 1, dtype=np.float32)  # and no path score is -0.0)
             run[0] = b
             run[1:] = adds
-            np.cumsum(run, out=run)  # sequential float32 sums, as the reference adds
+            run.cumsum(out=run)  # sequential float32 sums, as the reference adds
             new_m = run[1:][rel]
         else:  # a run of unknown pieces adds the unknown score once per piece
-            added = np.cumsum(count)  # additions up to each token, itself included
+            added = count.cumsum()  # additions up to each token, itself included
             run = np.empty(int(added[-1]) + 1, dtype=np.float32)
             run[0] = b
-            run[1:] = np.repeat(adds, count)
-            np.cumsum(run, out=run)
+            run[1:] = adds.repeat(count)
+            run.cumsum(out=run)
             new_m = run[added[rel]]
         meets = new_m == old_m
         leaves = np.abs(new_m) > ahead[rel]  # (bounds at word starts are not NaN; end <= hi)
         # (a start past the reset leaves its bound: segmented again, it resets there, and where
         # both scores were reset the next word's start meets the old one)
         starts = kept[base:end]
-        for j in np.flatnonzero(meets | leaves).tolist():
+        for j in (meets | leaves).nonzero()[0].tolist():
             m, value = base + int(rel[j]), float(new_m[j])
             m_next = base + int(rel[j + 1]) if j + 1 < len(rel) else end
             found = None if meets[j] else self._word_again(m, m_next, value)
