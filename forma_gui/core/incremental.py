@@ -1052,13 +1052,16 @@ class IncrementalEncoder:
             spelled = self._spelled_words[key] = self._spelled_word(m, m_next)
         if spelled is None:
             return None
-        data, pairs = spelled
+        data, pairs, checked = spelled
         path, found_end = self._spellers()[0].resegment(data, b)
-        return found_end if len(path) == len(pairs) and [i for i, _ in path] == pairs else None
+        if path is not checked[0]:  # (resegment hands back the paths it keeps: checked once)
+            checked[:] = path, len(path) == len(pairs) and [i for i, _ in path] == pairs
+        return found_end if checked[1] else None
 
-    def _spelled_word(self, m: int, m_next: int) -> tuple[bytes, list[int]] | None:
+    def _spelled_word(self, m: int, m_next: int) -> tuple[bytes, list[int], list] | None:
         """(the normalized bytes of tokens m..m_next, the ids of the model's pieces there: a
-        run of c unknown pieces is c unknown ids), or None when the bytes are not known."""
+        run of c unknown pieces is c unknown ids, [the path last compared with them, whether
+        it was theirs]), or None when the bytes are not known."""
         unigram, spelled, byte_of, unknown = self._spellers()
         parts, pairs = [], []
         for i, c, char in zip(self.ids[m:m_next], self._count[m:m_next].tolist(), self._char[m:m_next].tolist()):
@@ -1079,7 +1082,7 @@ class IncrementalEncoder:
                 pairs.append(unigram.unk_id)
             else:
                 return None
-        return b"".join(parts), pairs
+        return b"".join(parts), pairs, [None, False]
 
     def _spellers(self) -> tuple:
         """(the unigram encoder, its id -> piece bytes, byte piece id -> its byte, the
