@@ -26,3 +26,21 @@ def test_quick_bench_prints_every_benchmark(tmp_path):
         assert f"| {result['name']} |" in table
     for name in BENCHMARKS:
         assert f"running {name} ..." in done.stderr
+
+
+def test_the_launch_note_says_when_each_start_compiled_the_sources(monkeypatch):
+    """Under PYTHONDONTWRITEBYTECODE a fresh checkout never caches bytecode, so each start of
+    the launch benchmark compiles the sources: its note says so, and only then."""
+    from types import SimpleNamespace
+
+    from forma_gui.bench import app as bench_app
+
+    flags = SimpleNamespace(dont_write_bytecode=True)
+    monkeypatch.setattr(bench_app, "sys", SimpleNamespace(flags=flags))
+    cached = {"yes": False}
+    monkeypatch.setattr(bench_app.os.path, "exists", lambda path: cached["yes"])
+    assert "PYTHONDONTWRITEBYTECODE" in bench_app._bytecode_note()
+    cached["yes"] = True
+    assert bench_app._bytecode_note() == ""
+    cached["yes"], flags.dont_write_bytecode = False, False
+    assert bench_app._bytecode_note() == ""
