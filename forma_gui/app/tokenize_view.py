@@ -149,6 +149,10 @@ class TokenTable(RowPaintedTable):
         return {3: self.model().mono_font}
 
 
+#: the side panel's title for what explains a token (`Tokenizer.explains`)
+EXPLAINER_TITLES = {"merges": "Merge steps", "cuts": "Segmentations", "matches": "Longest matches"}
+
+
 class MergeStepsModel(QAbstractTableModel):
     """Rows: the pre-token's starting symbols, then one row per merge (BPE); or, for a model
     that picks the best-scoring cut of a word (unigram), its cut and the next best ones."""
@@ -174,6 +178,11 @@ class MergeStepsModel(QAbstractTableModel):
     def set_matches(self, steps: list, tokenizer=None) -> None:
         """Rows of `Tokenizer.longest_matches`: each piece taken, the word's pieces so far."""
         self._set_rows(_match_rows(steps), self.MATCH_HEADERS, tokenizer)
+
+    def clear(self, explains: str = "merges") -> None:
+        """No rows, under the headers of what explains a token (`Tokenizer.explains`)."""
+        headers = {"cuts": self.CUT_HEADERS, "matches": self.MATCH_HEADERS}.get(explains, self.HEADERS)
+        self._set_rows([], headers, None)
 
     def _set_rows(self, rows: list, headers: tuple[str, ...], tokenizer) -> None:
         self.beginResetModel()
@@ -519,7 +528,7 @@ class TokenizeView(QWidget):
         session.weights_changed.connect(self._on_weights_changed)
         self.editor.setPlainText(session.text or DEFAULT_TEXT)
         if session.tokenizer is not None:
-            self._retokenize()
+            self._on_tokenizer_changed(session.tokenizer)
 
     # ---- construction -----------------------------------------------------------------
     def _build(self) -> None:
@@ -622,7 +631,7 @@ class TokenizeView(QWidget):
         box.addWidget(self.merge_note)
         box.addWidget(self.merge_table, 1)
         self.side_split = QSplitter(Qt.Orientation.Vertical, side)
-        self.merge_box = _titled("Merge steps", merges, side)
+        self.merge_box = _titled(EXPLAINER_TITLES["merges"], merges, side)
         self.side_split.addWidget(self.merge_box)
         layout.addWidget(self.side_split, 1)
         return side
@@ -828,9 +837,11 @@ class TokenizeView(QWidget):
         self.special = on
         self._retokenize()
 
-    def _on_tokenizer_changed(self, _tokenizer) -> None:
-        self.merge_model.set_steps([])
-        self.merge_note.clear()
+    def _on_tokenizer_changed(self, tokenizer) -> None:
+        # an empty panel already titled as the model explains its tokens
+        explains = getattr(tokenizer, "explains", "merges")
+        self.merge_model.clear(explains)
+        self._show_merge_table("", EXPLAINER_TITLES.get(explains, EXPLAINER_TITLES["merges"]))
         self.details.setText(_hint("Click a token to see its bytes and how it was built."))
         self._retokenize()
 
@@ -941,7 +952,7 @@ class TokenizeView(QWidget):
                 + (f", then the next {others}, by the sum of their pieces' scores" if others
                    else ", the only one"))
         self.merge_model.set_segmentations(cuts, tokenizer, hot)
-        self._show_merge_table(note, "Segmentations")
+        self._show_merge_table(note, EXPLAINER_TITLES["cuts"])
 
     def _show_matches(self, steps: list, word: str) -> None:
         """A WordPiece token's word: each piece greedy longest-match took."""
@@ -953,7 +964,7 @@ class TokenizeView(QWidget):
                   for step in steps if step.token_id < 0]
         note = f"word <code>{_show_ws(word)}</code>: {'; '.join(parts)} ({_esc(tokenizer.kind)})"
         self.merge_model.set_matches(steps, tokenizer)
-        self._show_merge_table(note, "Longest matches")
+        self._show_merge_table(note, EXPLAINER_TITLES["matches"])
 
     def _piece_in_cut(self, chosen: tuple[int, ...], start: int) -> int:
         """The selected token's place in the chosen cut of the word from `start` in the text,
@@ -963,7 +974,7 @@ class TokenizeView(QWidget):
             return -1
         return k - first if tuple(self.tokens.ids[first:first + len(chosen)]) == chosen else -1
 
-    def _show_merge_table(self, note: str, title: str = "Merge steps") -> None:
+    def _show_merge_table(self, note: str, title: str = EXPLAINER_TITLES["merges"]) -> None:
         self.merge_box.caption.setText(f"<b>{_esc(title)}</b>")
         self.merge_note.setText(note)
         self.merge_table.resizeColumnToContents(0)

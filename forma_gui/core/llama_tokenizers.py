@@ -351,6 +351,7 @@ class LlamaUGMTokenizer(LlamaTokenizer):
 
     kind = "SentencePiece unigram (llama.cpp)"
     piece_style = "sentencepiece"
+    explains = "cuts"
     UNK_PENALTY = 10.0
 
     def __init__(self, vocab: LlamaVocab, charsmap: CharsMap | None = None, *, name: str = "",

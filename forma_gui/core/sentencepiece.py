@@ -1353,6 +1353,7 @@ class SentencePieceTokenizer(Tokenizer):
             raise ValueError(f"unknown SentencePiece algorithm {algorithm!r}")
         self.algorithm = algorithm
         self.kind = self.KINDS[algorithm]
+        self.explains = "cuts" if algorithm == "unigram" else "merges"
         self.pieces = list(pieces)
         self.scores = scores if isinstance(scores, array) else array("f", scores)
         self.types = bytearray(types)

@@ -104,6 +104,9 @@ class Tokenizer(ABC):
     kind: str = "tokenizer"
     #: how pieces are rendered: "bytelevel" (Ġ map), "sentencepiece" (▁, <0xNN>), "wordpiece" (##)
     piece_style: str = "bytelevel"
+    #: what explains a token: "merges" (`merge_steps`: BPE), "cuts" (`segmentations`: a model
+    #: that picks the best-scoring cut of a word) or "matches" (`longest_matches`: WordPiece)
+    explains: str = "merges"
 
     def __init__(self, *, name: str = "", path: str | None = None,
                  added_tokens: Sequence[AddedToken] = ()) -> None:

@@ -184,6 +184,7 @@ class WordPieceTokenizer(LlamaTokenizer):
 
     kind = "WordPiece (llama.cpp)"
     piece_style = "sentencepiece"
+    explains = "matches"
 
     def __init__(self, vocab: LlamaVocab, *, name: str = "", path: str | None = None) -> None:
         super().__init__(vocab, name=name, path=path)

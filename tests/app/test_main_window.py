@@ -391,3 +391,39 @@ def test_a_wordpiece_token_shows_its_longest_matches(qtbot, window):
     assert model.rows[0][2] == (expected[0], "ization")  # the piece taken, the rest of the word
     assert model.rows[1][2] == tuple(expected[:2]) and model.rows[1][3] == 1
     assert "tokenization" in view.merge_note.text() and "Unaffable" not in view.merge_note.text()
+
+
+@pytest.mark.parametrize("parts, title, headers", [
+    (("sentencepiece", "botchan_en_unigram_1000.model"), "Segmentations", ["#", "score", "pieces"]),
+    (("gguf-vocab", "ggml-vocab-bert-bge.gguf"), "Longest matches", ["#", "longest match", "pieces"]),
+    (("sentencepiece", "botchan_en_bpe_1000.model"), "Merge steps", ["rank", "merge", "symbols"]),
+])
+def test_the_explainer_panel_is_titled_for_the_model_before_a_click(qtbot, window, parts, title, headers):
+    """Before any token is selected, the side panel already names what explains a token
+    with this model and shows that table's headers; opening another model retitles it."""
+    view = _tokenize_view(window)
+    assert "Merge steps" in view.merge_box.caption.text()  # the default: GPT-2's BPE
+    _open_and_type(qtbot, window, parts, "It is a fine day.")
+    assert title in view.merge_box.caption.text()
+    model = view.merge_model
+    assert [model.headerData(c, Qt.Orientation.Horizontal) for c in range(3)] == headers
+    assert model.rowCount() == 0 and view.merge_note.text() == ""
+    window.open_default()
+    qtbot.waitUntil(lambda: not window.loading and window.session.tokenizer.kind == "byte-level BPE", timeout=30_000)
+    assert "Merge steps" in view.merge_box.caption.text() and model.headers == model.HEADERS
+
+
+def test_a_view_built_after_the_model_opened_is_titled_for_it(qtbot, settings):
+    """The Tokenize view is built lazily: one built once a unigram model is open starts
+    with that model's panel, not BPE's."""
+    from forma_gui.app.tokenize_view import TokenizeView
+    from forma_gui.app.state import Session
+    from forma_gui.formats.loader import load_tokenizer
+    from tests.conftest import data_file
+
+    session = Session()
+    session.set_tokenizer(load_tokenizer(data_file("sentencepiece", "botchan_en_unigram_1000.model")))
+    view = TokenizeView(session)
+    qtbot.addWidget(view)
+    assert "Segmentations" in view.merge_box.caption.text()
+    assert view.merge_model.headers == view.merge_model.CUT_HEADERS
