@@ -144,6 +144,9 @@ class EmbeddingPanel(QWidget):
             widget.setVisible(self.source is not None)   # no empty axes with nothing to plot
         if self.session.weights is None:
             self.title.setText("Open a weight file to see a token's embedding row.")
+        elif self.source is None and not self.session.weights.tensors:
+            self.title.setText("The open file holds no tensors (a vocabulary only): no token "
+                               "embeddings to show.")
         elif self.source is None:
             self.title.setText("The open weights have no token-embedding tensor "
                                "(token_embd.weight / embed_tokens.weight / wte.weight).")

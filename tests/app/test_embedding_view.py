@@ -104,9 +104,24 @@ def test_plots_are_hidden_while_there_is_no_embedding_to_plot(qtbot, smol_path):
     session.set_weights(vocab_only)
     panel = EmbeddingPanel(session)
     qtbot.addWidget(panel)
-    assert "no token-embedding tensor" in panel.title.text()
+    assert "holds no tensors (a vocabulary only)" in panel.title.text()
     assert panel.plot.isHidden() and panel.scale_plot.isHidden()
     session.set_weights(forma_gui.open_weights(smol_path))
     assert not panel.plot.isHidden() and not panel.scale_plot.isHidden()
     session.set_weights(None)
+    assert panel.plot.isHidden()
+
+
+def test_weights_without_an_embedding_tensor_say_which_names_were_looked_for(qtbot, tmp_path):
+    """Weights that hold tensors, none of them a token-embedding table, name the tensors the
+    panel looks for (a vocabulary-only file says it holds no tensors at all)."""
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "norms.safetensors"
+    save_file({"model.norm.weight": np.ones(8, dtype=np.float32)}, str(path))
+    session = Session()
+    session.set_weights(forma_gui.open_weights(path))
+    panel = EmbeddingPanel(session)
+    qtbot.addWidget(panel)
+    assert "no token-embedding tensor" in panel.title.text() and "embed_tokens.weight" in panel.title.text()
     assert panel.plot.isHidden()
