@@ -118,15 +118,19 @@ class TokenCanvas(QAbstractScrollArea):
         self._reset_layout()
 
     # ---- public API -----------------------------------------------------------------
-    def set_segmentation(self, text: str, tokens) -> None:
-        """Show `tokens` (a TokenStore, or a list of Token) of `text`; layout runs in slices."""
+    def set_segmentation(self, text: str, tokens, changed=None) -> None:
+        """Show `tokens` (a TokenStore, or a list of Token) of `text`; layout runs in slices.
+
+        `changed` (a `core.incremental.Splice`), when the caller knows it: the tokens the
+        new segmentation replaced, all others being the old ones (shifted by the text's change
+        in length after it). The layout then keeps the rest without comparing every token."""
         if not isinstance(tokens, TokenStore):
             tokens = TokenStore.from_tokens(list(tokens), None)
         old = self._layout_state()
         anchor = self.first_visible_token() if len(self.tokens) else None
         self.text, self.tokens = text, tokens
         self.selected = None
-        if not (self.reuse_layout and self._reuse(old)):
+        if not (self.reuse_layout and self._reuse(old, changed)):
             self._reset_layout()
             self._anchor = anchor  # stay where the reader was, not back at the top
 
@@ -291,17 +295,36 @@ class TokenCanvas(QAbstractScrollArea):
                 "slot": self._slot, "shade": self._shade, "next": self._next_token,
                 "end_x": self._x, "avail": self._avail}
 
-    def _reuse(self, old: dict) -> bool:
+    def _reuse(self, old: dict, changed=None) -> bool:
         """Keep the old layout up to the line before the first changed token, and arrange
         to splice its unchanged end back in (see _join_tail). False: lay out afresh.
 
-        Typing in a 1 MB document then re-lays out a few lines, not 250k tokens.
+        Typing in a 1 MB document then re-lays out a few lines, not 250k tokens; with the
+        splice `changed` given, without comparing the two segmentations token by token.
         """
-        import numpy as np
-
         new, prev = self.tokens, old["tokens"]
         if not len(prev) or not len(new) or old["avail"] != self._avail or not old["next"]:
             return False
+        if changed is not None and len(new) - len(prev) == changed.added - changed.removed:
+            first, tail = changed.first, len(new) - changed.first - changed.added
+        else:
+            first, tail = self._compare(new, prev, len(self.text) - len(old["text"]))
+        restart = self._truncate_before(min(first, old["next"]), old)
+        if restart is None:
+            return False
+        if tail > 0:  # tokens [len(new) - tail, len(new)) equal the old ones, shifted
+            self._tail = dict(old, start=len(new) - tail, dn=len(new) - len(prev))
+        self._next_token = restart
+        self._timer.start()
+        self.viewport().update()
+        return True
+
+    @staticmethod
+    def _compare(new: TokenStore, prev: TokenStore, shift: int) -> tuple[int, int]:
+        """(the first token that differs, how many at the end equal the old ones shifted by
+        `shift` characters), token by token in numpy."""
+        import numpy as np
+
         ids_new, ids_old = np.frombuffer(new.ids, np.int32), np.frombuffer(prev.ids, np.int32)
         st_new, st_old = np.frombuffer(new.starts, np.int32), np.frombuffer(prev.starts, np.int32)
         fl_new, fl_old = np.frombuffer(new.flags, np.uint8), np.frombuffer(prev.flags, np.uint8)
@@ -309,10 +332,6 @@ class TokenCanvas(QAbstractScrollArea):
         diff = np.flatnonzero((ids_new[:m] != ids_old[:m]) | (st_new[:m] != st_old[:m])
                               | (fl_new[:m] != fl_old[:m]))
         first = int(diff[0]) if len(diff) else m
-        restart = self._truncate_before(min(first, old["next"]), old)
-        if restart is None:
-            return False
-        shift = len(self.text) - len(old["text"])
         tail = min(len(new), len(prev)) - first
         if tail > 0:
             same = ((ids_new[len(new) - tail:] == ids_old[len(prev) - tail:])
@@ -320,12 +339,7 @@ class TokenCanvas(QAbstractScrollArea):
                     & (fl_new[len(new) - tail:] == fl_old[len(prev) - tail:]))
             bad = np.flatnonzero(~same)
             tail -= int(bad[-1]) + 1 if len(bad) else 0
-        if tail > 0:  # tokens [len(new) - tail, len(new)) equal the old ones, shifted
-            self._tail = dict(old, start=len(new) - tail, dn=len(new) - len(prev))
-        self._next_token = restart
-        self._timer.start()
-        self.viewport().update()
-        return True
+        return first, tail
 
     def _truncate_before(self, k: int, old: dict) -> int | None:
         """Cut the old layout back to the start of the line before the one holding token k

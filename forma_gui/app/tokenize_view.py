@@ -515,6 +515,8 @@ class TokenizeView(QWidget):
         self._emitting = False
         self._embedding = None          # the panel; False when its module is missing
         self._live: IncrementalEncoder | None = None  # tokens of mirror.text, kept edit by edit
+        # what the live encoder's edits since the tokens shown changed (a Splice), for the canvas
+        self._changed = None
         self._embedding_box: QWidget | None = None
         self._caret_pending = False  # the caret moved while the tokens lagged behind the text
         self._runner = LatestRunner(self)
@@ -760,19 +762,24 @@ class TokenizeView(QWidget):
             return
         edit = edits[0] if len(edits) == 1 else None
         if edit is None or edit.removed < 0 or max(edit.removed, edit.added) > INLINE_CHARS:
-            self._live = None
+            self._live = self._changed = None
             return
         try:
             live.apply_edit(edit.start, edit.removed, self.mirror.text[edit.start:edit.start + edit.added],
                             local_only=True)
         except ValueError:  # out of step with the editor, or EditNotLocal: the worker re-encodes
-            self._live = None
+            self._live = self._changed = None
             return
         if live.n_chars != len(self.mirror.text):
-            self._live = None
+            self._live = self._changed = None
+            return
+        self._changed = live.last_splice if self._changed is None else self._changed.then(live.last_splice)
 
     def _apply(self, text: str, tokens: TokenStore | IncrementalEncoder | Encoded, tokenizer) -> None:
-        self._live = None
+        # the live encoder's own tokens after its edits: the canvas keeps the rest of its layout
+        # by their splice (else it compares the two segmentations token by token)
+        changed = self._changed if tokens is self._live and tokens is not None else None
+        self._live = self._changed = None
         if isinstance(tokens, IncrementalEncoder):
             tokens = Encoded(tokens, _store_of(tokens))
         if isinstance(tokens, Encoded):
@@ -783,7 +790,7 @@ class TokenizeView(QWidget):
         self.selected_index = None
         self._pretokens = None
         self.model.set_tokens(tokens)
-        self.canvas.set_segmentation(text, tokens)
+        self.canvas.set_segmentation(text, tokens, changed)
         self.canvas.set_highlight_id(self.session.selected_token)
         self.editor.setExtraSelections([])
         self._update_stats()

@@ -328,6 +328,22 @@ class Splice(NamedTuple):
     removed: int
     added: int
 
+    def then(self, b: "Splice") -> "Splice":
+        """One Splice for this one followed by `b` (whose indices are those after this one).
+
+        >>> Splice(2, 1, 3).then(Splice(10, 2, 2))
+        Splice(first=2, removed=8, added=10)
+        >>> Splice(5, 2, 2).then(Splice(1, 1, 2))
+        Splice(first=1, removed=6, added=7)
+        """
+        a_end = self.first + self.added
+        if a_end > b.first:  # through b
+            a_end = a_end + b.added - b.removed if a_end >= b.first + b.removed else b.first + b.added
+        first = min(self.first, b.first)
+        end = max(a_end, b.first + b.added)
+        net = self.added - self.removed + b.added - b.removed
+        return Splice(first, end - first - net, end - first)
+
 
 class TextBlocks:
     """A long str kept as ~4K-character blocks, so that an edit copies a block, not the text.
@@ -947,7 +963,7 @@ class IncrementalEncoder:
             if found is None:
                 return False
             k, b, cut = found
-            merged = _merged(merged, self.last_splice)
+            merged = merged.then(self.last_splice)
             if b is None:
                 break
         self.last_splice = merged
@@ -1517,23 +1533,6 @@ def _below32(value: float) -> float:
 def _rebased(score: float) -> float:
     """A unigram path score as the reference goes on from it: 0 past its reset threshold."""
     return 0.0 if abs(score) > RESET else score
-
-
-def _merged(a: Splice, b: Splice) -> Splice:
-    """One Splice for `a` followed by `b` (whose indices are those after `a`).
-
-    >>> _merged(Splice(2, 1, 3), Splice(10, 2, 2))
-    Splice(first=2, removed=8, added=10)
-    >>> _merged(Splice(5, 2, 2), Splice(1, 1, 2))
-    Splice(first=1, removed=6, added=7)
-    """
-    a_end = a.first + a.added
-    if a_end > b.first:  # through b
-        a_end = a_end + b.added - b.removed if a_end >= b.first + b.removed else b.first + b.added
-    first = min(a.first, b.first)
-    end = max(a_end, b.first + b.added)
-    net = a.added - a.removed + b.added - b.removed
-    return Splice(first, end - first - net, end - first)
 
 
 def _moved_end(t: int, e: int, removed: int, added: int) -> int:

@@ -117,6 +117,44 @@ def test_relayout_after_an_edit_equals_a_fresh_layout(qapp, text, at, removed, a
     assert _layout_rest(reused) == _layout_rest(fresh)
 
 
+@settings(max_examples=max(20, MAX_EXAMPLES // 2), deadline=None)
+@given(DOCS, st.lists(st.tuples(st.floats(0, 1), st.integers(0, 6), st.lists(WORDS, max_size=3).map("".join)),
+                      min_size=1, max_size=3), st.booleans())
+def test_relayout_by_the_encoders_splice_equals_a_fresh_layout(qapp, text, edits, finish_old):
+    """The Tokenize view hands the canvas the live encoder's splices since the tokens it
+    shows (`Splice.then` of each edit's): the layout kept by them equals a fresh one."""
+    from forma_gui.app.token_store import TokenStore
+    from forma_gui.core.incremental import IncrementalEncoder
+    from forma_gui.formats.loader import load_tokenizer
+    from tests.conftest import data_file
+
+    tok = load_tokenizer(data_file("gpt2", "encoder.json"))
+    enc = IncrementalEncoder(tok, text)
+    reused, fresh = TokenCanvas(), TokenCanvas()
+    for canvas in (reused, fresh):
+        canvas.resize(420, 300)
+        canvas.show()
+        canvas.deleteLater()
+    store = lambda: TokenStore.from_columns(tok, enc.ids, enc.starts, enc.ends, enc.flags, enc.nbytes)  # noqa: E731
+    reused.set_segmentation(text, store())
+    reused._timer.stop()
+    while not reused.laid_out and (finish_old or reused._next_token < len(reused.tokens) // 2):
+        reused._layout_slice()
+        reused._timer.stop()
+    changed = None
+    for at, removed, added in edits:
+        start = int(at * len(text))
+        removed = min(removed, len(text) - start)
+        enc.apply_edit(start, removed, added)
+        text = text[:start] + added + text[start + removed:]
+        changed = enc.last_splice if changed is None else changed.then(enc.last_splice)
+    assert list(enc.ids) == tok.encode(text)
+    reused.set_segmentation(text, store(), changed)
+    fresh.reuse_layout = False
+    fresh.set_segmentation(text, store())
+    assert _layout_rest(reused) == _layout_rest(fresh)
+
+
 def _layout_rest(canvas: TokenCanvas) -> tuple:
     """Finish the layout already begun (no reset) and return its arrays."""
     canvas._timer.stop()

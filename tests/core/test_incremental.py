@@ -313,3 +313,30 @@ def test_text_blocks_behave_like_str(text, edits):
         for lo, hi in [(0, len(text)), (a, a + 5), (len(text) // 3, len(text) - 2)]:
             assert blocks.slice(lo, hi) == text[max(lo, 0):hi]
         assert str(blocks) == text
+
+
+@st.composite
+def _two_splices(draw):
+    """(n, a, b): splice a on n tokens, then splice b on the tokens after a."""
+    n = draw(st.integers(0, 30))
+    first = draw(st.integers(0, n))
+    a = inc.Splice(first, draw(st.integers(0, n - first)), draw(st.integers(0, 6)))
+    n1 = n + a.added - a.removed
+    first = draw(st.integers(0, n1))
+    b = inc.Splice(first, draw(st.integers(0, n1 - first)), draw(st.integers(0, 6)))
+    return n, a, b
+
+
+@given(_two_splices())
+def test_a_splice_then_another_covers_every_token_either_changed(case):
+    """`Splice.then`: the tokens before its first and after its end are the original ones
+    (the Tokenize view keeps their layout across the edits it batches)."""
+    n, a, b = case
+    tokens = list(range(n))
+    new = iter(range(1000, 2000))
+    for s in (a, b):
+        tokens[s.first:s.first + s.removed] = [next(new) for _ in range(s.added)]
+    m = a.then(b)
+    assert len(tokens) - n == m.added - m.removed and m.first >= 0 and m.removed >= 0
+    assert tokens[:m.first] == list(range(m.first))
+    assert tokens[m.first + m.added:] == list(range(m.first + m.removed, n))
