@@ -551,6 +551,9 @@ class TokenizeView(QWidget):
         self.table = self._make_table("tokenTable", self.model, stretch=3, kind=TokenTable)
         for col, width in enumerate((64, 90, 220)):
             self.table.horizontalHeader().resizeSection(col, width)
+        # the span column holds a 10 MB document's offsets whole ("500016–500022" was elided)
+        self.table.horizontalHeader().resizeSection(
+            4, self.table.fontMetrics().horizontalAdvance("00000000–00000000") + 16)
         self.table.clicked.connect(lambda index: self.select_index(index.row()))
         self.table.activated.connect(lambda index: self.select_index(index.row()))
 

@@ -427,3 +427,10 @@ def test_a_view_built_after_the_model_opened_is_titled_for_it(qtbot, settings):
     qtbot.addWidget(view)
     assert "Segmentations" in view.merge_box.caption.text()
     assert view.merge_model.headers == view.merge_model.CUT_HEADERS
+
+
+def test_the_token_tables_span_column_fits_a_large_documents_offsets(window):
+    """Spans deep in a large document ("500016–500022") show whole, not elided."""
+    view = _tokenize_view(window)
+    wide = view.table.fontMetrics().horizontalAdvance("99999999–99999999")
+    assert view.table.horizontalHeader().sectionSize(4) > wide
