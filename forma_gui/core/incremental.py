@@ -1009,7 +1009,8 @@ class IncrementalEncoder:
                 rel = rel[:-1]
                 break
             window *= 2  # no word starts in the window
-        old_m = kept[base:end][rel]
+        kept_here = kept[base:end]  # (the scores kept before the stretch's tokens)
+        old_m = kept_here[rel]
         rises = old_m[1:] > old_m[:-1]  # (a start above the one before: a reset)
         first = int(rises.argmax()) if len(rises) else 0  # (the first one, or 0 when none)
         cut = len(rises) > 0 and bool(rises[first]) and first + 3 < len(rel)
@@ -1034,21 +1035,20 @@ class IncrementalEncoder:
         leaves = np.abs(new_m) > ahead[rel]  # (bounds at word starts are not NaN; end <= hi)
         # (a start past the reset leaves its bound: segmented again, it resets there, and where
         # both scores were reset the next word's start meets the old one)
-        starts = kept[base:end]
         for j in (meets | leaves).nonzero()[0].tolist():
             m, value = base + int(rel[j]), float(new_m[j])
             m_next = base + int(rel[j + 1]) if j + 1 < len(rel) else end
             found = None if meets[j] else self._word_again(m, m_next, value)
             if found is None:  # its old score again (the rest is the old text's), or re-encode
-                starts[rel[:j]] = new_m[:j]
+                kept_here[rel[:j]] = new_m[:j]
                 return m, value
             if found != (new_m[j + 1] if j + 1 < len(rel) else run[-1]):
                 # the same tokens, and a reset inside: the sums start again after it
-                starts[rel[:j + 1]] = new_m[:j + 1]
+                kept_here[rel[:j + 1]] = new_m[:j + 1]
                 self._window = max(WALK_WINDOW, (m_next - k) * 5 // 4)
                 self._reset_exit = True
                 return m_next, found
-        starts[rel] = new_m  # kept at word starts
+        kept_here[rel] = new_m  # kept at word starts
         # past a place the old scores were reset, the new ones were not yet: soon, if at all
         self._window = WALK_AFTER_CUT if cut else min(MAX_WALK_WINDOW, 2 * window)
         return end, float(run[-1])
